@@ -1,0 +1,187 @@
+"""Local folders: a scan for full syncs and watchdog (inotify) events for watch mode."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import stat as stat_module
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path, PurePosixPath
+
+from connectors.base import DocumentStat, register_connector
+from headwater.models import DocumentChange, Op
+
+KIND = "folder"
+# Hidden files and directories (.git, .env, editor swap files, .headwater itself) are left out
+# unless a user includes them: they are rarely documents and sometimes hold secrets.
+DEFAULT_EXCLUDE = (".*", "**/.*", "**/node_modules/**", "**/__pycache__/**", "*~", "**/*~")
+
+
+def file_version(st: os.stat_result) -> str:
+    """The cheap fingerprint that decides whether a file needs reading at all."""
+    return f"{st.st_mtime_ns}:{st.st_size}"
+
+
+class FolderConnector:
+    """A directory tree. URIs are POSIX paths relative to the root; links out of the root are never followed."""
+
+    kind = KIND
+
+    def __init__(self, source_id: str, path: str | Path, include: Sequence[str] = ("**",),
+                 exclude: Sequence[str] = DEFAULT_EXCLUDE, debounce_seconds: float = 0.5) -> None:
+        self.source_id = source_id
+        self.root = Path(path).expanduser().resolve()
+        if not self.root.is_dir():
+            raise ValueError(f"{path} is not a directory")
+        self.include = tuple(include)
+        self.exclude = tuple(exclude)
+        self.debounce_seconds = debounce_seconds
+
+    # Matching --------------------------------------------------------------------------------
+
+    def wants(self, uri: str) -> bool:
+        """Whether a relative path is part of this source according to the include/exclude globs."""
+        parts = PurePosixPath(uri).parts
+        if any(_match(uri, p) for p in self.exclude):
+            return False
+        # A directory pattern excludes what lies below it ("build/**", ".*" on a parent).
+        for depth in range(1, len(parts)):
+            parent = "/".join(parts[:depth])
+            if any(_match(parent, p) or _match(parent + "/", p) for p in self.exclude):
+                return False
+        return any(_match(uri, p) for p in self.include)
+
+    def _uri(self, path: Path) -> str | None:
+        try:
+            return path.relative_to(self.root).as_posix()
+        except ValueError:
+            return None
+
+    def _inside_root(self, path: Path) -> bool:
+        real = Path(os.path.realpath(path))
+        return real == self.root or self.root in real.parents
+
+    # Lister ----------------------------------------------------------------------------------
+
+    def list_documents(self) -> Iterator[DocumentChange]:
+        for directory, dirnames, filenames in os.walk(self.root, followlinks=False):
+            base = Path(directory)
+            dirnames[:] = sorted(d for d in dirnames if self.wants_dir(self._uri(base / d) or ""))
+            for name in sorted(filenames):
+                path = base / name
+                uri = self._uri(path)
+                if uri is None or not self.wants(uri):
+                    continue
+                change = self._change_for(path, uri)
+                if change is not None:
+                    yield change
+
+    def wants_dir(self, uri: str) -> bool:
+        return not any(_match(uri, p) or _match(uri + "/", p) for p in self.exclude)
+
+    def _change_for(self, path: Path, uri: str) -> DocumentChange | None:
+        try:
+            st = path.stat() if self._inside_root(path) else None
+        except OSError:
+            return None  # vanished or unreadable link; a later event or scan catches up
+        if st is None or not stat_module.S_ISREG(st.st_mode):
+            return None
+        return DocumentChange(self.source_id, uri, Op.UPSERT, version=file_version(st))
+
+    # Reader ----------------------------------------------------------------------------------
+
+    def _path(self, uri: str) -> Path:
+        path = self.root / uri
+        if not self._inside_root(path):
+            raise PermissionError(f"{uri} resolves outside the source root")
+        return path
+
+    def stat(self, uri: str) -> DocumentStat:
+        st = self._path(uri).stat()
+        if stat_module.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(uri)
+        return DocumentStat(size=st.st_size, modified_time=st.st_mtime)
+
+    def read(self, uri: str, limit: int) -> bytes:
+        with open(self._path(uri), "rb") as handle:
+            return handle.read(limit)
+
+    # EventSource -----------------------------------------------------------------------------
+
+    def watch(self, on_changes: Callable[[list[DocumentChange] | None], None], stop: threading.Event) -> None:
+        """Block until `stop` is set, reporting debounced changes as they settle."""
+        from watchdog.observers import Observer
+
+        handler = _DebouncedHandler(self)
+        observer = Observer()
+        observer.schedule(handler, str(self.root), recursive=True)
+        observer.start()
+        try:
+            while not stop.wait(min(0.1, self.debounce_seconds or 0.1)):
+                if handler.take_rescan():
+                    on_changes(None)
+                changes = handler.take_settled(self.debounce_seconds)
+                if changes:
+                    on_changes(changes)
+        finally:
+            observer.stop()
+            observer.join(timeout=5)
+
+
+class _DebouncedHandler:
+    """Collects watchdog events per path; a path is reported once no event touched it for a while."""
+
+    def __init__(self, connector: FolderConnector) -> None:
+        self.connector = connector
+        self._lock = threading.Lock()
+        self._pending: dict[str, float] = {}  # uri -> time of its last event
+        self._rescan = False
+
+    def dispatch(self, event) -> None:  # watchdog calls this for every event
+        kind = event.event_type
+        if kind in ("opened", "closed_no_write"):
+            return
+        if event.is_directory:
+            if kind in ("moved", "deleted"):
+                with self._lock:
+                    self._rescan = True  # files under it moved or went without events of their own
+            return
+        paths = [event.src_path] + ([event.dest_path] if kind == "moved" else [])
+        now = time.monotonic()
+        with self._lock:
+            for raw in paths:
+                uri = self.connector._uri(Path(os.fsdecode(raw)))
+                if uri and self.connector.wants(uri):
+                    self._pending[uri] = now
+
+    def take_rescan(self) -> bool:
+        with self._lock:
+            rescan, self._rescan = self._rescan, False
+            return rescan
+
+    def take_settled(self, quiet_for: float) -> list[DocumentChange]:
+        cutoff = time.monotonic() - quiet_for
+        with self._lock:
+            settled = [uri for uri, last in self._pending.items() if last <= cutoff]
+            for uri in settled:
+                del self._pending[uri]
+        # The file system, not the event kind, says what happened: it exists now or it does not.
+        changes = []
+        for uri in sorted(settled):
+            change = self.connector._change_for(self.connector.root / uri, uri)
+            changes.append(change or DocumentChange(self.connector.source_id, uri, Op.DELETE))
+        return changes
+
+
+def _match(path: str, pattern: str) -> bool:
+    """Glob match where ** spans directories and a leading **/ also matches at the top."""
+    if fnmatch.fnmatchcase(path, pattern):
+        return True
+    if pattern.startswith("**/") and fnmatch.fnmatchcase(path, pattern[3:]):
+        return True
+    return pattern == "**"
+
+
+register_connector(KIND, FolderConnector)

@@ -1,0 +1,221 @@
+"""The Chroma side: client factory, the collection with its schema, and batched, bounded writes.
+
+Chroma is the record of what is indexed. Each chunk's metadata carries its source, uri, document
+version and content hash, so every "has this changed?" decision is read back from the collection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import headwater.offline  # noqa: F401
+from headwater.errors import ConfigurationError
+from headwater.settings import HARD_BATCH_CAP, Settings
+
+# Metadata keys every chunk record carries.
+SOURCE_ID = "source_id"
+URI = "uri"
+DOC_VERSION = "doc_version"  # the connector's fingerprint (mtime and size for files)
+DOC_HASH = "doc_hash"  # sha256 of the document's bytes
+CONTENT_HASH = "content_hash"  # hash of this chunk's text
+CHUNK_INDEX = "chunk_index"
+CHUNK_COUNT = "chunk_count"  # how many chunks the document had when written: detects partial writes
+SPARSE = "sparse_vector"  # the SPLADE vector, encoded by headwater.sparse_codec
+# Collection metadata: the models its vectors came from.
+DENSE_MODEL_KEY = "headwater_dense_model"
+SPARSE_MODEL_KEY = "headwater_sparse_model"
+
+# Chroma's limits on one get(): ids per call and values in one $in filter.
+GET_IDS_LIMIT = 32_000
+IN_VALUES_LIMIT = 16_000
+PAGE = 2_000
+
+WriteObserver = Callable[[str, int], None]
+
+
+def make_client(settings: Settings, *, fleet: bool = False) -> Any:
+    """A Chroma client for the configured target: a server when chroma_host is set, else embedded."""
+    import chromadb
+    from chromadb.config import Settings as ChromaSettings
+
+    chroma_settings = ChromaSettings(anonymized_telemetry=False)
+    if settings.chroma_host:
+        headers = {}
+        if settings.chroma_token is not None:
+            headers["Authorization"] = f"Bearer {settings.chroma_token.get_secret_value()}"
+        return chromadb.HttpClient(host=settings.chroma_host, port=settings.chroma_port,
+                                   headers=headers, settings=chroma_settings)
+    if fleet:
+        raise ConfigurationError(
+            "fleet mode needs a Chroma server: set HEADWATER_CHROMA_HOST (several workers writing one "
+            "embedded Chroma directory corrupt its index)")
+    return chromadb.PersistentClient(path=str(settings.chroma_path), settings=chroma_settings)
+
+
+@dataclass
+class StoredDocument:
+    """What the collection holds for one document."""
+
+    uri: str
+    ids: list[str] = field(default_factory=list)
+    metadatas: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def doc_hash(self) -> str | None:
+        hashes = {m.get(DOC_HASH) for m in self.metadatas}
+        return hashes.pop() if len(hashes) == 1 else None
+
+    @property
+    def doc_version(self) -> str | None:
+        versions = {m.get(DOC_VERSION) for m in self.metadatas}
+        return versions.pop() if len(versions) == 1 else None
+
+    @property
+    def complete(self) -> bool:
+        """One version throughout and every chunk present: a write that was cut short is not complete."""
+        counts = {m.get(CHUNK_COUNT) for m in self.metadatas}
+        return (self.doc_hash is not None and self.doc_version is not None and len(counts) == 1
+                and counts.pop() == len(self.ids))
+
+    def by_id(self) -> dict[str, dict[str, Any]]:
+        return dict(zip(self.ids, self.metadatas))
+
+
+class ChromaStore:
+    """One collection, with every write split into batches no larger than the batch limit."""
+
+    def __init__(self, client: Any, collection: str, *, batch_size: int = HARD_BATCH_CAP,
+                 dense_model: str = "", sparse_model: str = "", on_write: WriteObserver | None = None,
+                 create: bool = True) -> None:
+        self.client = client
+        self.batch_limit = min(batch_size, client.get_max_batch_size(), HARD_BATCH_CAP)
+        self.on_write = on_write
+        self.collection = self._open(collection, dense_model, sparse_model, create)
+
+    def _open(self, name: str, dense_model: str, sparse_model: str, create: bool) -> Any:
+        from chromadb.api.types import Schema, StringInvertedIndexConfig, VectorIndexConfig
+        from chromadb.errors import NotFoundError
+
+        if not create:
+            try:
+                return self.client.get_collection(name, embedding_function=None)
+            except (NotFoundError, ValueError):
+                raise ConfigurationError(
+                    f"there is no collection {name!r} at this Chroma target yet; run `headwater sync` first "
+                    "or pass --collection") from None
+
+        # The sparse vector is never filtered on; indexing its long string would only slow writes.
+        schema = (Schema()
+                  .create_index(config=VectorIndexConfig(space="cosine", embedding_function=None))
+                  .delete_index(config=StringInvertedIndexConfig(), key=SPARSE))
+        models = {DENSE_MODEL_KEY: dense_model, SPARSE_MODEL_KEY: sparse_model}
+        collection = self.client.get_or_create_collection(
+            name, schema=schema, metadata={k: v for k, v in models.items() if v},
+            embedding_function=None)
+        existing = collection.metadata or {}
+        for key, wanted in models.items():
+            if wanted and existing.get(key) and existing[key] != wanted:
+                raise ConfigurationError(
+                    f"collection {name!r} holds vectors from {existing[key]}, not {wanted}; mixing "
+                    "models makes search meaningless: use another collection or the original model")
+        return collection
+
+    # Reads -----------------------------------------------------------------------------------
+
+    def documents(self, source_id: str, uris: Sequence[str] | None = None) -> dict[str, StoredDocument]:
+        """Stored documents of a source (all of them, or just these uris), grouped by uri."""
+        docs: dict[str, StoredDocument] = {}
+        if uris is None:
+            filters: Iterable[dict[str, Any]] = [{SOURCE_ID: source_id}]
+        else:
+            unique = sorted(set(uris))
+            filters = [{"$and": [{SOURCE_ID: source_id}, {URI: {"$in": unique[i:i + IN_VALUES_LIMIT]}}]}
+                       for i in range(0, len(unique), IN_VALUES_LIMIT)]
+        for where in filters:
+            for ids, metadatas in self._pages(where):
+                for record_id, metadata in zip(ids, metadatas):
+                    doc = docs.setdefault(metadata[URI], StoredDocument(uri=metadata[URI]))
+                    doc.ids.append(record_id)
+                    doc.metadatas.append(metadata)
+        return docs
+
+    def _pages(self, where: dict[str, Any]) -> Iterator[tuple[list[str], list[dict[str, Any]]]]:
+        offset = 0
+        while True:
+            page = self.collection.get(where=where, include=["metadatas"], limit=PAGE, offset=offset)
+            if not page["ids"]:
+                return
+            yield page["ids"], page["metadatas"]
+            offset += len(page["ids"])
+
+    def vectors_by_content_hash(self, hashes: Sequence[str]) -> dict[str, tuple[list[float], str]]:
+        """Dense vector and encoded sparse vector of any stored chunk with each content hash."""
+        found: dict[str, tuple[list[float], str]] = {}
+        unique = sorted(set(hashes))
+        for start in range(0, len(unique), IN_VALUES_LIMIT):
+            where = {CONTENT_HASH: {"$in": unique[start:start + IN_VALUES_LIMIT]}}
+            result = self.collection.get(where=where, include=["embeddings", "metadatas"])
+            for embedding, metadata in zip(result["embeddings"], result["metadatas"]):
+                if SPARSE in metadata:
+                    found.setdefault(metadata[CONTENT_HASH], (list(embedding), metadata[SPARSE]))
+        return found
+
+    def records(self, ids: Sequence[str]) -> dict[str, tuple[str, list[float], dict[str, Any]]]:
+        """Text, embedding and metadata of these ids."""
+        out = {}
+        for start in range(0, len(ids), GET_IDS_LIMIT):
+            result = self.collection.get(ids=list(ids[start:start + GET_IDS_LIMIT]),
+                                         include=["documents", "embeddings", "metadatas"])
+            for record_id, text, embedding, metadata in zip(
+                    result["ids"], result["documents"], result["embeddings"], result["metadatas"]):
+                out[record_id] = (text, list(embedding), metadata)
+        return out
+
+    def count(self) -> int:
+        return self.collection.count()
+
+    def source_summary(self) -> dict[str, dict[str, int]]:
+        """Documents and chunks per source."""
+        uris: dict[str, set[str]] = {}
+        chunks: dict[str, int] = {}
+        offset = 0
+        while True:
+            page = self.collection.get(include=["metadatas"], limit=PAGE, offset=offset)
+            if not page["ids"]:
+                break
+            for metadata in page["metadatas"]:
+                source = metadata.get(SOURCE_ID, "?")
+                uris.setdefault(source, set()).add(metadata.get(URI, ""))
+                chunks[source] = chunks.get(source, 0) + 1
+            offset += len(page["ids"])
+        return {source: {"documents": len(uris[source]), "chunks": chunks[source]} for source in sorted(uris)}
+
+    # Writes, each split to the batch limit ---------------------------------------------------------
+
+    def upsert(self, ids: list[str], texts: list[str], embeddings: list[list[float]],
+               metadatas: list[dict[str, Any]]) -> None:
+        for start, end in self._batches(len(ids)):
+            self._observe("upsert", end - start)
+            self.collection.upsert(ids=ids[start:end], documents=texts[start:end],
+                                   embeddings=embeddings[start:end], metadatas=metadatas[start:end])
+
+    def update_metadata(self, ids: list[str], metadatas: list[dict[str, Any]]) -> None:
+        for start, end in self._batches(len(ids)):
+            self._observe("update", end - start)
+            self.collection.update(ids=ids[start:end], metadatas=metadatas[start:end])
+
+    def delete(self, ids: list[str]) -> None:
+        for start, end in self._batches(len(ids)):
+            self._observe("delete", end - start)
+            self.collection.delete(ids=ids[start:end])
+
+    def _batches(self, total: int) -> Iterator[tuple[int, int]]:
+        for start in range(0, total, self.batch_limit):
+            yield start, min(start + self.batch_limit, total)
+
+    def _observe(self, operation: str, size: int) -> None:
+        if self.on_write is not None:
+            self.on_write(operation, size)

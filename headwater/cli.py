@@ -1,0 +1,258 @@
+"""The `headwater` command: sync, watch, query, status, doctor."""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+import headwater.offline  # noqa: F401
+from headwater.errors import HeadwaterError
+from headwater.report import SyncReport
+from headwater.settings import Settings, load_settings
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Keep data sources in sync with a Chroma collection.")
+out = Console()
+err = Console(stderr=True)
+
+CollectionOpt = Annotated[Optional[str], typer.Option("--collection", help="Chroma collection name.")]
+ChromaPathOpt = Annotated[Optional[Path], typer.Option("--chroma-path", help="Embedded Chroma directory.")]
+SourceIdOpt = Annotated[Optional[str], typer.Option(
+    "--source-id", help="Stable id for this folder (default: its absolute path).")]
+IncludeOpt = Annotated[Optional[list[str]], typer.Option("--include", help="Glob of files to index (repeatable).")]
+ExcludeOpt = Annotated[Optional[list[str]], typer.Option("--exclude", help="Glob of files to leave out (repeatable).")]
+
+
+def _settings(collection: str | None = None, chroma_path: Path | None = None) -> Settings:
+    return load_settings(collection=collection, chroma_path=chroma_path)
+
+
+def _connector(target: str, settings: Settings, source_id: str | None, include: list[str] | None,
+               exclude: list[str] | None) -> Any:
+    """A declared source (headwater.toml) by id, or a folder by path."""
+    from connectors import build_connector
+    from connectors.folder import DEFAULT_EXCLUDE
+
+    declared = settings.source(target)
+    if declared is not None:
+        if declared.collection:
+            settings.collection = declared.collection
+        return build_connector(declared.kind, declared.id, **declared.options)
+    path = Path(target).expanduser()
+    if not path.is_dir():
+        raise typer.BadParameter(f"{target} is neither a directory nor a source declared in {settings.config_file}")
+    root = path.resolve()
+    excludes = list(exclude or DEFAULT_EXCLUDE)
+    chroma = settings.chroma_path.resolve()
+    if chroma == root or root in chroma.parents:  # never index the index
+        excludes.append(chroma.relative_to(root).as_posix() + "/**")
+    return build_connector("folder", source_id or str(root), path=root, include=include or ["**"],
+                           exclude=excludes, debounce_seconds=settings.watch_debounce_seconds)
+
+
+class _RichProgress:
+    """Progress bars on stderr for documents and embedded chunks."""
+
+    def __init__(self, progress: Progress) -> None:
+        self._progress = progress
+        self._docs = progress.add_task("documents", total=0)
+        self._chunks = progress.add_task("chunks embedded", total=None)
+
+    def start(self, total_documents: int) -> None:
+        self._progress.reset(self._docs, total=total_documents)
+
+    def document_done(self, uri: str) -> None:
+        self._progress.advance(self._docs)
+
+    def embedded(self, count: int) -> None:
+        self._progress.advance(self._chunks, count)
+
+
+def _progress_bars() -> Progress:
+    return Progress(TextColumn("{task.description:>16}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=err, transient=False, disable=not err.is_terminal)
+
+
+def _print_report(report: SyncReport) -> None:
+    table = Table(title=f"Sync of {report.source_id} in {report.seconds:.1f}s", show_edge=False)
+    table.add_column("documents", justify="left")
+    table.add_column("", justify="right")
+    table.add_column("chunks", justify="left")
+    table.add_column("", justify="right")
+    rows = [("added", report.added, "embedded", report.chunks_embedded),
+            ("updated", report.updated, "reused", report.chunks_reused),
+            ("unchanged", report.unchanged, "unchanged", report.chunks_unchanged),
+            ("moved", report.moved, "written", report.chunks_written),
+            ("deleted", report.deleted, "deleted", report.chunks_deleted),
+            ("skipped", len(report.skipped), "", ""),
+            ("failed", len(report.failed), "", "")]
+    for row in rows:
+        table.add_row(*(str(c) for c in row))
+    out.print(table)
+    for title, entries, style in (("Skipped", report.skipped, "yellow"), ("Failed", report.failed, "red")):
+        if entries:
+            listing = Table(title=title, show_edge=False, title_style=style)
+            listing.add_column("document")
+            listing.add_column("reason")
+            for uri, reason in sorted(entries.items()):
+                listing.add_row(uri, reason)
+            out.print(listing)
+
+
+def _fail(exc: Exception) -> None:
+    err.print(f"[red]error:[/red] {exc}")
+    raise typer.Exit(1)
+
+
+@app.command()
+def sync(path: Annotated[str, typer.Argument(help="A folder, or a source id from headwater.toml.")],
+         collection: CollectionOpt = None, chroma_path: ChromaPathOpt = None, source_id: SourceIdOpt = None,
+         include: IncludeOpt = None, exclude: ExcludeOpt = None) -> None:
+    """Sync a source once; exits 2 if some documents failed (the others are still indexed)."""
+    from headwater.embedded import open_engine
+
+    try:
+        settings = _settings(collection, chroma_path)
+        connector = _connector(path, settings, source_id, include, exclude)
+        with _progress_bars() as bars, open_engine(settings, _RichProgress(bars)) as engine:
+            report = engine.sync(connector)
+    except (HeadwaterError, ValueError) as exc:
+        _fail(exc)
+    _print_report(report)
+    raise typer.Exit(report.exit_code)
+
+
+@app.command()
+def watch(path: Annotated[str, typer.Argument(help="A folder, or a source id from headwater.toml.")],
+          collection: CollectionOpt = None, chroma_path: ChromaPathOpt = None, source_id: SourceIdOpt = None,
+          include: IncludeOpt = None, exclude: ExcludeOpt = None) -> None:
+    """Sync once, then keep the collection in sync with the folder until interrupted (Ctrl-C)."""
+    from headwater.embedded import open_engine
+
+    try:
+        settings = _settings(collection, chroma_path)
+        connector = _connector(path, settings, source_id, include, exclude)
+        with open_engine(settings) as engine:
+            _print_report(engine.sync(connector))
+            _watch_loop(engine, connector)
+    except (HeadwaterError, ValueError) as exc:
+        _fail(exc)
+
+
+def _watch_loop(engine: Any, connector: Any) -> None:
+    stop = threading.Event()
+    pending: queue.Queue = queue.Queue()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    watcher = threading.Thread(target=connector.watch, args=(pending.put, stop), daemon=True)
+    watcher.start()
+    err.print(f"watching {connector.root} (Ctrl-C to stop)")
+    while not stop.is_set():
+        try:
+            changes = pending.get(timeout=0.2)
+        except queue.Empty:
+            continue
+        report = engine.sync(connector) if changes is None else engine.apply(connector, changes)
+        _print_changes(report)
+    watcher.join(timeout=5)
+    err.print("stopped")
+
+
+def _print_changes(report: SyncReport) -> None:
+    parts = [f"{name} {count}" for name, count in (
+        ("added", report.added), ("updated", report.updated), ("moved", report.moved),
+        ("deleted", report.deleted), ("embedded chunks", report.chunks_embedded)) if count]
+    parts += [f"failed {uri}: {reason}" for uri, reason in report.failed.items()]
+    parts += [f"skipped {uri}: {reason}" for uri, reason in report.skipped.items()]
+    if parts:
+        out.print("synced: " + ", ".join(parts))
+
+
+@app.command()
+def query(text: Annotated[str, typer.Argument(help="What to search for.")],
+          collection: CollectionOpt = None, chroma_path: ChromaPathOpt = None,
+          k: Annotated[int, typer.Option("-k", min=1, max=1000, help="Results to return.")] = 5,
+          as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+    """Search the synced collection (dense similarity)."""
+    from headwater.chroma_store import ChromaStore, make_client
+    from headwater.search import dense_search
+    from workers.embed_dense import DenseEmbedder
+
+    try:
+        settings = _settings(collection, chroma_path)
+        store = ChromaStore(make_client(settings), settings.collection, create=False)
+        hits = dense_search(store, DenseEmbedder(settings.dense_model_dir), text, k)
+    except (HeadwaterError, ValueError) as exc:
+        _fail(exc)
+    if as_json:
+        print(json.dumps([h.to_json() for h in hits], indent=2))
+        return
+    for rank, hit in enumerate(hits, 1):
+        where = hit.uri + (f" p.{hit.metadata['page']}" if "page" in hit.metadata else "")
+        out.print(f"[bold]{rank}. {where}[/bold]  score {hit.score:.3f}")
+        out.print("   " + " ".join(hit.text.split())[:300])
+
+
+@app.command()
+def status(collection: CollectionOpt = None, chroma_path: ChromaPathOpt = None,
+           as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+    """Documents and chunks per source."""
+    from headwater.chroma_store import ChromaStore, make_client
+
+    try:
+        settings = _settings(collection, chroma_path)
+        summary = ChromaStore(make_client(settings), settings.collection, create=False).source_summary()
+    except (HeadwaterError, ValueError) as exc:
+        _fail(exc)
+    if as_json:
+        print(json.dumps(summary, indent=2))
+        return
+    table = Table(title=f"Collection {settings.collection}", show_edge=False)
+    for column in ("source", "documents", "chunks"):
+        table.add_column(column, justify="left" if column == "source" else "right")
+    for source, counts in summary.items():
+        table.add_row(source, str(counts["documents"]), str(counts["chunks"]))
+    out.print(table)
+
+
+@app.command()
+def doctor() -> None:
+    """Check that models and parsers load offline."""
+    from workers.embed_dense import DenseEmbedder
+    from workers.embed_sparse import SpladeEncoder
+    from workers.parse import parse_document
+
+    try:
+        settings = load_settings()
+        dense = DenseEmbedder(settings.dense_model_dir)
+        sparse = SpladeEncoder(settings.sparse_model_dir)
+        sample = parse_document("check.md", b"# Check\n\nHeadwater parses this offline.")
+        checks = {
+            "dense model": f"{dense.name}, {dense.embed(['headwater']).shape[1]} dimensions",
+            "sparse model": f"{sparse.name}, {len(sparse.encode(['headwater'])[0][0])} active terms",
+            "markdown parser": f"{len(sample.elements)} elements",
+        }
+    except (HeadwaterError, ValueError, ImportError) as exc:
+        _fail(exc)
+    for name, detail in checks.items():
+        out.print(f"[green]ok[/green] {name}: {detail}")
+
+
+def main() -> None:  # pragma: no cover
+    logging.basicConfig(level=logging.WARNING)
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

