@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import queue
 import signal
 import sys
 import threading
@@ -151,21 +150,13 @@ def watch(path: Annotated[str, typer.Argument(help="A folder, or a source id fro
 
 
 def _watch_loop(engine: Any, connector: Any) -> None:
+    from headwater.watching import run_watch
+
     stop = threading.Event()
-    pending: queue.Queue = queue.Queue()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
-    watcher = threading.Thread(target=connector.watch, args=(pending.put, stop), daemon=True)
-    watcher.start()
     err.print(f"watching {connector.root} (Ctrl-C to stop)")
-    while not stop.is_set():
-        try:
-            changes = pending.get(timeout=0.2)
-        except queue.Empty:
-            continue
-        report = engine.sync(connector) if changes is None else engine.apply(connector, changes)
-        _print_changes(report)
-    watcher.join(timeout=5)
+    run_watch(engine, connector, stop, on_report=_print_changes)
     err.print("stopped")
 
 

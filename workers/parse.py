@@ -116,6 +116,10 @@ def _partition(uri: str, data: bytes, suffix: str) -> list[Element]:
         raw = partition(file=io.BytesIO(data), metadata_filename=PurePosixPath(uri).name, **kwargs)
     except (MemoryError, ConfigurationError):
         raise
+    except ImportError as exc:  # an installation problem, not a bad document: say how to fix it
+        raise PermanentDocumentError(
+            f"{suffix.lstrip('.').upper()} support is incomplete (missing module {exc.name}); "
+            "run scripts/install.sh to install the parser dependencies") from None
     except Exception as exc:  # unstructured raises many types for corrupt input
         raise PermanentDocumentError(
             f"could not be parsed as {suffix.lstrip('.').upper()} ({type(exc).__name__}: {_short(exc)}); "

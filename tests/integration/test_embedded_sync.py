@@ -1,0 +1,161 @@
+"""The embedded pipeline end to end: real parsers, real models, a real embedded Chroma."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+from headwater.sparse_codec import decode_sparse
+from workers.chunk import chunk_elements
+from workers.parse import parse_document
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+FORMATS = {".md", ".txt", ".html", ".csv", ".json", ".eml", ".py", ".pdf", ".docx", ".pptx"}
+
+
+def test_first_sync_indexes_every_supported_format(harness, sample):
+    report = harness.sync()
+    files = sorted(p.relative_to(sample).as_posix() for p in sample.rglob("*") if p.is_file())
+    assert {p.rsplit(".", 1)[-1] for p in files} >= {f.lstrip(".") for f in FORMATS}
+    assert not report.failed and not report.skipped
+    records = harness.records()
+    assert sorted(records) == files
+    assert report.added == len(files)
+    assert report.chunks_written == report.chunks_embedded == sum(len(r) for r in records.values())
+    pdf = list(records["report.pdf"].values())
+    assert {m["page"] for m in pdf} >= {1} and all(m["mime_type"] == "application/pdf" for m in pdf)
+    code = list(records["chunk_sizes.py"].values())
+    assert all(m["parser"] == "text" and m["line_start"] >= 1 for m in code)
+    titled = [m for m in records["ops/runbook.md"].values() if m.get("section")]
+    assert {m["section"] for m in titled} >= {"Rotating the Chroma token"}
+    for metadata in pdf + code:
+        assert {"source_id", "uri", "doc_version", "content_hash", "chunk_index", "modified_time"} <= set(metadata)
+        indices, values = decode_sparse(metadata["sparse_vector"])
+        assert indices.size > 0 and (values > 0).all()
+
+
+def test_second_sync_embeds_nothing(harness):
+    harness.sync()
+    embedded_before = harness.dense.texts_embedded
+    writes_before = len(harness.writes)
+    report = harness.sync()
+    assert report.chunks_embedded == 0 and harness.dense.texts_embedded == embedded_before
+    assert report.unchanged == report.unchanged + report.added + report.updated  # nothing added or updated
+    assert len(harness.writes) == writes_before  # not even a metadata write
+
+
+def test_unchanged_content_with_new_timestamps_embeds_nothing(harness, sample, make_harness, tmp_path):
+    """A fresh copy on another machine: every mtime differs, nothing is parsed or embedded."""
+    harness.sync()
+    copy = tmp_path / "copy"
+    shutil.copytree(sample, copy, copy_function=shutil.copyfile)  # new mtimes
+    again = make_harness(copy)  # a new engine pointing at the same Chroma
+    embedded_before = again.dense.texts_embedded
+    report = again.sync()
+    assert report.chunks_embedded == 0 and again.dense.texts_embedded == embedded_before
+    assert report.added == report.updated == 0 and not report.failed
+
+
+def test_editing_one_paragraph_re_embeds_only_changed_chunks(make_harness, tmp_path):
+    root = tmp_path / "long"
+    root.mkdir()
+    paragraphs = [f"Paragraph {n} explains how Headwater handles case {n}. It covers retries, batching, "
+                  f"deletes and the order in which stage {n % 5} runs when source {n % 7} changes." for n in range(60)]
+    document = root / "guide.md"
+    document.write_text("# Guide\n\n" + "\n\n".join(paragraphs) + "\n")
+    h = make_harness(root)
+    first = h.sync()
+    assert first.chunks_embedded >= 10
+    paragraphs[30] = paragraphs[30].replace("retries", "retries with exponential backoff and jitter")
+    document.write_text("# Guide\n\n" + "\n\n".join(paragraphs) + "\n")
+
+    settings = h.settings
+    def chunk_texts():
+        parsed = parse_document("guide.md", document.read_bytes())
+        return {c.text for c in chunk_elements(parsed.elements, settings.chunk_size, settings.chunk_overlap,
+                                               settings.chunk_min_size)}
+    stored_texts = set(h.store.collection.get(include=["documents"])["documents"])
+    expected_new = chunk_texts() - stored_texts
+    before = h.dense.texts_embedded
+    report = h.sync()
+    assert report.updated == 1
+    assert report.chunks_embedded == len(expected_new) == h.dense.texts_embedded - before
+    assert 1 <= report.chunks_embedded <= 3 < first.chunks_embedded
+    assert set(h.store.collection.get(include=["documents"])["documents"]) == chunk_texts()
+
+
+def test_delete_removes_all_chunks(harness, sample):
+    harness.sync()
+    (sample / "faq.html").unlink()
+    report = harness.sync()
+    assert report.deleted == 1 and report.chunks_deleted > 0
+    assert "faq.html" not in harness.records()
+
+
+def test_rename_moves_without_re_embedding(harness, sample):
+    harness.sync()
+    old = harness.records()["ops/runbook.md"]
+    (sample / "ops" / "runbook.md").rename(sample / "ops" / "operations.md")
+    embedded_before = harness.dense.texts_embedded
+    report = harness.sync()
+    assert report.moved == 1 and report.chunks_embedded == 0 and harness.dense.texts_embedded == embedded_before
+    records = harness.records()
+    assert "ops/runbook.md" not in records
+    new = records["ops/operations.md"]
+    assert len(new) == len(old) and set(new).isdisjoint(old)
+    got = harness.store.collection.get(ids=list(new), include=["embeddings", "documents"])
+    was = harness.store.collection.get(ids=list(old), include=["embeddings"])
+    assert was["ids"] == []  # old ids are gone
+    assert all(np.linalg.norm(e) > 0.99 for e in got["embeddings"])
+
+
+def test_duplicate_content_reuses_vectors(harness, sample):
+    harness.sync()
+    shutil.copyfile(sample / "getting-started.md", sample / "getting-started-copy.md")
+    report = harness.sync()
+    assert report.added == 1 and report.chunks_embedded == 0 and report.chunks_reused > 0
+
+
+def test_batches_never_exceed_the_limit(sample, make_harness):
+    h = make_harness(sample, upsert_batch_size=7)
+    assert h.store.batch_limit == 7
+    h.sync()
+    for path in list(sample.glob("*.md")):
+        path.write_text(path.read_text() + "\n\nAn appended paragraph about batching limits.\n")
+    (sample / "faq.html").unlink()
+    h.sync()
+    assert h.writes and all(size <= 7 for _, size in h.writes)
+    assert {op for op, _ in h.writes} >= {"upsert", "delete"}
+    assert sum(n for op, n in h.writes if op == "upsert") >= h.store.count()
+
+
+def test_batch_limit_is_capped_by_chroma_and_4999(sample, make_harness):
+    assert make_harness(sample, upsert_batch_size=100_000).store.batch_limit == 4999
+
+
+def test_sparse_encoder_matches_the_textbook_formulation(sparse):
+    import torch
+
+    texts = ["Headwater keeps Chroma in sync.", "Deletes propagate to the collection " * 10]
+    fast = sparse.encode(texts)
+    with torch.inference_mode():
+        batch = sparse.tokenizer(texts, padding=True, truncation=True, max_length=256, return_tensors="pt")
+        logits = sparse.model(**batch).logits
+        reference = torch.max(torch.log1p(torch.relu(logits)) * batch["attention_mask"].unsqueeze(-1), dim=1).values
+    for (indices, values), row in zip(fast, reference.numpy()):
+        assert np.array_equal(indices, np.flatnonzero(row))
+        assert np.allclose(values, row[indices], atol=1e-5)
+
+
+def test_dense_embedder_matches_chromas_default_function(dense):
+    from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
+
+    from workers.embed_dense import chroma_model_dir
+
+    texts = ["short", "a much longer sentence about keeping folders in sync with a vector database " * 3]
+    reference = ONNXMiniLM_L6_V2(preferred_providers=["CPUExecutionProvider"])
+    reference.DOWNLOAD_PATH = chroma_model_dir()
+    assert np.allclose(dense.embed(texts), np.array(reference(texts)), atol=1e-5)

@@ -1,0 +1,35 @@
+import pytest
+
+from headwater.errors import PermanentDocumentError, SkippedDocument
+from workers.parse import parse_document
+
+
+def test_source_code_takes_the_line_keeping_fast_path():
+    parsed = parse_document("tool.py", b"import os\n\nprint(os.sep)\n")
+    assert parsed.parser == "text"
+    assert [(e.line, e.text) for e in parsed.elements] == [(1, "import os"), (2, ""), (3, "print(os.sep)")]
+
+
+def test_empty_file_is_skipped():
+    with pytest.raises(SkippedDocument, match="empty"):
+        parse_document("empty.md", b"")
+
+
+def test_known_binary_formats_are_skipped_with_a_reason():
+    with pytest.raises(SkippedDocument, match=r"\.png"):
+        parse_document("logo.png", b"\x89PNG\r\n\x1a\n\x00\x00")
+
+
+def test_binary_bytes_behind_a_text_name_fail_clearly():
+    with pytest.raises(PermanentDocumentError, match="binary content"):
+        parse_document("notes.txt", b"abc\x00\x01\x02" * 100)
+
+
+def test_invalid_utf8_names_the_offset():
+    with pytest.raises(PermanentDocumentError, match=r"not valid UTF-8 \(byte 0xff at offset 6\)"):
+        parse_document("notes.md", b"hello \xff world")
+
+
+def test_text_file_with_unknown_extension_is_indexed_by_lines():
+    parsed = parse_document("Makefile", b"test:\n\tpytest\n")
+    assert parsed.parser == "text" and parsed.elements[1].text == "\tpytest"
