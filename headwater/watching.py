@@ -22,7 +22,7 @@ def run_watch(engine: SyncEngine, connector: Any, stop: threading.Event,
             try:
                 changes = pending.get(timeout=0.2)
             except queue.Empty:
-                if not watcher.is_alive():
+                if not watcher.is_alive() and not stop.is_set():
                     raise RuntimeError("the file system watcher stopped unexpectedly") from None
                 continue
             on_report(engine.sync(connector) if changes is None else engine.apply(connector, changes))

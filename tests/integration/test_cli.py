@@ -1,0 +1,52 @@
+"""The `headwater` command as a user runs it (a real process each time)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from headwater.path_lock import ChromaPathLock
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+HEADWATER = [sys.executable, "-m", "headwater.cli"]
+
+
+def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([*HEADWATER, *args], capture_output=True, text=True, timeout=240, cwd=cwd,
+                          env={**os.environ, "COLUMNS": "200"})
+
+
+def test_sync_query_status_and_partial_failure(sample, tmp_path):
+    (sample / "broken.pdf").write_bytes(b"%PDF-1.4 this is not really a PDF")
+    synced = _run("sync", str(sample), "--chroma-path", "store", cwd=tmp_path)
+    assert synced.returncode == 2, synced.stderr[-2000:]  # some failed, the rest indexed
+    assert "broken.pdf" in synced.stdout and "Failed" in synced.stdout
+    assert "added" in synced.stdout
+
+    found = _run("query", "how do I rotate the chroma token", "--chroma-path", "store", "-k", "3", "--json",
+                 cwd=tmp_path)
+    assert found.returncode == 0, found.stderr[-2000:]
+    hits = json.loads(found.stdout)
+    assert len(hits) == 3 and {"id", "uri", "text", "score", "metadata"} <= set(hits[0])
+    assert hits[0]["uri"] == "ops/runbook.md" and "sparse_vector" not in hits[0]["metadata"]
+
+    status = _run("status", "--chroma-path", "store", "--json", cwd=tmp_path)
+    counts = json.loads(status.stdout)[str(sample.resolve())]
+    assert counts["documents"] == len([p for p in sample.rglob("*") if p.is_file()]) - 1
+
+
+def test_a_second_writer_gets_a_clear_error(sample, tmp_path):
+    with ChromaPathLock(tmp_path / "store"):
+        result = _run("sync", str(sample), "--chroma-path", "store", cwd=tmp_path)
+    assert result.returncode == 1
+    assert "being written by another Headwater process" in result.stderr
+
+
+def test_query_before_any_sync_says_what_to_do(tmp_path):
+    result = _run("query", "anything", "--chroma-path", "empty", cwd=tmp_path)
+    assert result.returncode == 1 and "run `headwater sync` first" in result.stderr

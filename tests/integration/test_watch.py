@@ -1,0 +1,67 @@
+"""Watch mode follows create, modify, move and delete within seconds."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from headwater.watching import run_watch
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+
+def _eventually(check, seconds: float = 15.0):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.1)
+    raise AssertionError("the collection did not catch up within the deadline")
+
+
+def test_watch_picks_up_create_modify_move_delete(make_harness, tmp_path):
+    root = tmp_path / "watched"
+    root.mkdir()
+    (root / "existing.md").write_text("# Existing\n\nIndexed by the initial sync.\n")
+    h = make_harness(root)
+    h.sync()
+    stop = threading.Event()
+    reports = []
+    watcher = threading.Thread(target=run_watch, args=(h.engine, h.connector, stop, reports.append), daemon=True)
+    watcher.start()
+    try:
+        time.sleep(0.5)  # let the observer start
+        # An editor-style save: several writes in a row become one change after the debounce.
+        with open(root / "created.md", "w") as handle:
+            handle.write("# Created\n\n")
+            handle.flush()
+            handle.write("Lanterns guide the night ferry across the harbour.\n")
+        _eventually(lambda: "created.md" in h.records())
+
+        (root / "created.md").write_text("# Created\n\nThe ferry now runs on electric motors.\n")
+        def modified():
+            texts = h.store.collection.get(where={"uri": "created.md"}, include=["documents"])["documents"]
+            return any("electric motors" in t for t in texts)
+        _eventually(modified)
+
+        embedded = h.dense.texts_embedded
+        (root / "created.md").rename(root / "moved.md")
+        _eventually(lambda: set(h.records()) == {"existing.md", "moved.md"})
+        assert h.dense.texts_embedded == embedded  # a move is not re-embedded
+
+        (root / "existing.md").unlink()
+        _eventually(lambda: set(h.records()) == {"moved.md"})
+
+        sub = root / "folder"
+        sub.mkdir()
+        (sub / "inner.md").write_text("# Inner\n\nA file inside a new directory.\n")
+        _eventually(lambda: "folder/inner.md" in h.records())
+        (root / "folder").rename(root / "renamed-folder")  # one directory event for all files below
+        _eventually(lambda: set(h.records()) == {"moved.md", "renamed-folder/inner.md"})
+    finally:
+        stop.set()
+        watcher.join(timeout=10)
+    assert not watcher.is_alive()
+    assert not any(r.failed for r in reports)
