@@ -13,7 +13,7 @@ import logging
 import queue
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 from typing import Any, Protocol
 
@@ -164,6 +164,9 @@ class SyncEngine:
             return _Item(change, "skip", reason=str(exc))
         except (PermanentDocumentError, RetryableError) as exc:
             return _Item(change, "fail", reason=str(exc))
+        data = fetched.data
+        # Only the hash and timestamp travel on: a large folder's bytes must not pile up in the queue.
+        fetched = replace(fetched, data=b"")
         doc = stored.get(change.uri)
         if doc and doc.complete and doc.doc_hash == fetched.doc_hash:
             return _Item(change, "touch", fetched=fetched)
@@ -172,7 +175,7 @@ class SyncEngine:
             del vanishing[fetched.doc_hash]  # one rename per vanished document
             return _Item(change, "move", fetched=fetched, moved_from=origin)
         try:
-            parsed = parse_document(change.uri, fetched.data)
+            parsed = parse_document(change.uri, data)
             chunks = chunk_elements(parsed.elements, settings.chunk_size, settings.chunk_overlap,
                                     settings.chunk_min_size)
         except SkippedDocument as exc:
@@ -195,7 +198,8 @@ class SyncEngine:
                 raise item.error  # type: ignore[misc]
             window.append(item)
             size += len(item.chunks or ())
-            if size >= WINDOW_CHUNKS or (size >= MIN_WINDOW_CHUNKS and items.empty()):
+            # Documents that need no model work still bound the window, so their writes are not held back.
+            if size >= WINDOW_CHUNKS or len(window) >= WINDOW_CHUNKS or (size >= MIN_WINDOW_CHUNKS and items.empty()):
                 yield window
                 window, size = [], 0
         if window:

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from headwater.models import DocumentChange, Op
+from tests.documents import write_pdf
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -42,6 +43,13 @@ def test_each_bad_document_is_reported_and_isolated(harness, sample):
     for uri in set(indexed_before) - {"faq.html"}:
         assert records[uri].keys() == indexed_before[uri].keys()
     assert not {"broken.pdf", "binary.txt", "latin1.md", "huge.txt", "empty.md"} & set(records)
+
+
+def test_a_pdf_without_a_text_layer_is_a_failure_not_an_empty_document(harness, sample):
+    write_pdf(sample / "scanned.pdf", [[], []])
+    report = harness.sync()
+    assert "no text could be extracted" in report.failed["scanned.pdf"]
+    assert "scanned.pdf" not in harness.records()
 
 
 def test_a_file_deleted_between_scan_and_read(harness, sample):
