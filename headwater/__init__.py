@@ -1,3 +1,38 @@
 """Headwater: keep data sources in sync with a Chroma collection."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from headwater.retrieval import SearchHit, Searcher
+    from headwater.settings import Settings
+
+
+def search(text: str, k: int = 10, mode: str = "hybrid", *, source_id: str | None = None,
+           uri_prefix: str | None = None, where: dict[str, Any] | None = None, rrf_k: int = 60,
+           dense_weight: float = 1.0, sparse_weight: float = 1.0, settings: Settings | None = None,
+           searcher: Searcher | None = None) -> list[SearchHit]:
+    """Search the synced collection; the same results as `headwater query` (hybrid by default)."""
+    from headwater.retrieval import Filters
+    from headwater.settings import load_settings
+
+    searcher = searcher or _searcher_for(settings or load_settings())
+    return searcher.search(text, k=k, mode=mode, filters=Filters(source_id, uri_prefix, where),  # type: ignore[arg-type]
+                           rrf_k=rrf_k, dense_weight=dense_weight, sparse_weight=sparse_weight)
+
+
+def _searcher_for(settings: Settings) -> Searcher:
+    # Loading the two models takes seconds, so the convenience function keeps one Searcher per
+    # configuration for the life of the process; pass `searcher=` to manage it yourself.
+    key = settings.model_dump_json(exclude={"chroma_token"})
+    if key not in _SEARCHERS:
+        from headwater.retrieval import open_searcher
+
+        _SEARCHERS[key] = open_searcher(settings)
+    return _SEARCHERS[key]
+
+
+_SEARCHERS: dict[str, Searcher] = {}

@@ -18,6 +18,7 @@ from headwater.settings import HARD_BATCH_CAP, Settings
 # Metadata keys every chunk record carries.
 SOURCE_ID = "source_id"
 URI = "uri"
+URI_DIRS = "uri_dirs"  # every directory above the uri ("a", "a/b"): lets Chroma filter by uri prefix
 DOC_VERSION = "doc_version"  # the connector's fingerprint (mtime and size for files)
 DOC_HASH = "doc_hash"  # sha256 of the document's bytes
 CONTENT_HASH = "content_hash"  # hash of this chunk's text
@@ -33,7 +34,17 @@ GET_IDS_LIMIT = 32_000
 IN_VALUES_LIMIT = 16_000
 PAGE = 2_000
 
-WriteObserver = Callable[[str, int], None]
+# Called after each write with the operation ("upsert", "update", "delete"), ids and metadatas.
+WriteObserver = Callable[[str, Sequence[str], Sequence[dict[str, Any]] | None], None]
+
+
+def location_metadata(metadata: dict[str, Any], uri: str) -> dict[str, Any]:
+    """A copy of `metadata` placed at `uri`: the uri and its directory prefixes."""
+    parts = uri.split("/")[:-1]
+    placed = {**metadata, URI: uri, URI_DIRS: ["/".join(parts[:n]) for n in range(1, len(parts) + 1)]}
+    if not placed[URI_DIRS]:  # Chroma rejects empty lists
+        del placed[URI_DIRS]
+    return placed
 
 
 def make_client(settings: Settings, *, fleet: bool = False) -> Any:
@@ -88,11 +99,11 @@ class ChromaStore:
     """One collection, with every write split into batches no larger than the batch limit."""
 
     def __init__(self, client: Any, collection: str, *, batch_size: int = HARD_BATCH_CAP,
-                 dense_model: str = "", sparse_model: str = "", on_write: WriteObserver | None = None,
+                 dense_model: str = "", sparse_model: str = "", observers: Sequence[WriteObserver] = (),
                  create: bool = True) -> None:
         self.client = client
         self.batch_limit = min(batch_size, client.get_max_batch_size(), HARD_BATCH_CAP)
-        self.on_write = on_write
+        self.observers = list(observers)
         self.collection = self._open(collection, dense_model, sparse_model, create)
 
     def _open(self, name: str, dense_model: str, sparse_model: str, create: bool) -> Any:
@@ -198,24 +209,24 @@ class ChromaStore:
     def upsert(self, ids: list[str], texts: list[str], embeddings: list[list[float]],
                metadatas: list[dict[str, Any]]) -> None:
         for start, end in self._batches(len(ids)):
-            self._observe("upsert", end - start)
             self.collection.upsert(ids=ids[start:end], documents=texts[start:end],
                                    embeddings=embeddings[start:end], metadatas=metadatas[start:end])
+            self._observe("upsert", ids[start:end], metadatas[start:end])
 
     def update_metadata(self, ids: list[str], metadatas: list[dict[str, Any]]) -> None:
         for start, end in self._batches(len(ids)):
-            self._observe("update", end - start)
             self.collection.update(ids=ids[start:end], metadatas=metadatas[start:end])
+            self._observe("update", ids[start:end], metadatas[start:end])
 
     def delete(self, ids: list[str]) -> None:
         for start, end in self._batches(len(ids)):
-            self._observe("delete", end - start)
             self.collection.delete(ids=ids[start:end])
+            self._observe("delete", ids[start:end], None)
 
     def _batches(self, total: int) -> Iterator[tuple[int, int]]:
         for start in range(0, total, self.batch_limit):
             yield start, min(start + self.batch_limit, total)
 
-    def _observe(self, operation: str, size: int) -> None:
-        if self.on_write is not None:
-            self.on_write(operation, size)
+    def _observe(self, operation: str, ids: Sequence[str], metadatas: Sequence[dict[str, Any]] | None) -> None:
+        for observer in self.observers:
+            observer(operation, ids, metadatas)

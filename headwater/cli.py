@@ -174,25 +174,41 @@ def _print_changes(report: SyncReport) -> None:
 def query(text: Annotated[str, typer.Argument(help="What to search for.")],
           collection: CollectionOpt = None, chroma_path: ChromaPathOpt = None,
           k: Annotated[int, typer.Option("-k", min=1, max=1000, help="Results to return.")] = 5,
+          mode: Annotated[str, typer.Option("--mode", help="hybrid (default), dense or sparse.")] = "hybrid",
+          source: Annotated[Optional[str], typer.Option("--source", help="Only this source id.")] = None,
+          uri_prefix: Annotated[Optional[str], typer.Option("--uri-prefix", help="Only under this path.")] = None,
+          where: Annotated[Optional[str], typer.Option("--where", help="A Chroma where filter, as JSON.")] = None,
           as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
-    """Search the synced collection (dense similarity)."""
-    from headwater.chroma_store import ChromaStore, make_client
-    from headwater.search import dense_search
-    from workers.embed_dense import DenseEmbedder
+    """Search the synced collection: hybrid (dense + SPLADE, fused by RRF) unless --mode says otherwise."""
+    from headwater.retrieval import Filters, open_searcher
 
     try:
-        settings = _settings(collection, chroma_path)
-        store = ChromaStore(make_client(settings), settings.collection, create=False)
-        hits = dense_search(store, DenseEmbedder(settings.dense_model_dir), text, k)
+        if mode not in ("dense", "sparse", "hybrid"):
+            raise ValueError(f"--mode must be dense, sparse or hybrid, not {mode!r}")
+        filters = Filters(source, uri_prefix, _where(where))
+        hits = open_searcher(_settings(collection, chroma_path)).search(text, k=k, mode=mode, filters=filters)
     except (HeadwaterError, ValueError) as exc:
         _fail(exc)
     if as_json:
         print(json.dumps([h.to_json() for h in hits], indent=2))
         return
     for rank, hit in enumerate(hits, 1):
-        where = hit.uri + (f" p.{hit.metadata['page']}" if "page" in hit.metadata else "")
-        out.print(f"[bold]{rank}. {where}[/bold]  score {hit.score:.3f}")
+        where_found = hit.uri + (f" p.{hit.metadata['page']}" if "page" in hit.metadata else "")
+        sides = ", ".join(f"{name} #{r}" for name, r in (("dense", hit.dense_rank), ("sparse", hit.sparse_rank)) if r)
+        out.print(f"[bold]{rank}. {where_found}[/bold]  score {hit.score:.4f}  ({sides})")
         out.print("   " + " ".join(hit.text.split())[:300])
+
+
+def _where(raw: str | None) -> dict | None:
+    if raw is None:
+        return None
+    try:
+        parsed = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"--where is not valid JSON ({exc.msg}); for example --where '{{\"mime_type\": \"application/pdf\"}}'") from None
+    if not isinstance(parsed, dict):
+        raise ValueError("--where must be a JSON object")
+    return parsed
 
 
 @app.command()

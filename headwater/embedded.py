@@ -3,24 +3,45 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 from headwater.chroma_store import ChromaStore, WriteObserver, make_client
 from headwater.path_lock import ChromaPathLock
 from headwater.settings import Settings
+from headwater.sparse_index import SparseIndex
 from headwater.sync_engine import Progress, SyncEngine
 from workers.embed_dense import DenseEmbedder
 from workers.embed_sparse import SpladeEncoder
 
 
+def sparse_index_dir(settings: Settings) -> Path | None:
+    """Where an embedded collection's sparse index is kept (next to the Chroma files); None for servers."""
+    if settings.chroma_host:
+        return None
+    return Path(settings.chroma_path) / "headwater-sparse" / settings.collection
+
+
+def open_sparse_index(store: ChromaStore, directory: Path | None, *, save: bool) -> SparseIndex:
+    """The persisted index if it matches the collection, else one rebuilt from the collection."""
+    index = SparseIndex.load(directory) if directory else None
+    if index is None or len(index) != store.count():
+        index = SparseIndex.rebuild(store.collection, directory)
+        if save:
+            index.persist()
+    return index
+
+
 @contextlib.contextmanager
 def open_engine(settings: Settings, progress: Progress | None = None,
-                on_write: WriteObserver | None = None) -> Iterator[SyncEngine]:
+                observers: Sequence[WriteObserver] = ()) -> Iterator[SyncEngine]:
     """A ready SyncEngine; while it is open, no other Headwater process may write the same directory."""
     lock = contextlib.nullcontext() if settings.chroma_host else ChromaPathLock(settings.chroma_path)
     with lock:
         dense = DenseEmbedder(settings.dense_model_dir, settings.model_threads, settings.embed_batch_size)
         sparse = SpladeEncoder(settings.sparse_model_dir, settings.model_threads, settings.embed_batch_size)
         store = ChromaStore(make_client(settings), settings.collection, batch_size=settings.upsert_batch_size,
-                            dense_model=dense.name, sparse_model=sparse.name, on_write=on_write)
-        yield SyncEngine(store, dense, sparse, settings, progress)
+                            dense_model=dense.name, sparse_model=sparse.name, observers=observers)
+        index = open_sparse_index(store, sparse_index_dir(settings), save=True)
+        store.observers.append(index.written)
+        yield SyncEngine(store, dense, sparse, settings, progress, sparse_index=index)

@@ -26,6 +26,7 @@ from headwater.models import Chunk, ChunkRecord, DocumentChange, Op
 from headwater.report import SyncReport
 from headwater.settings import Settings
 from headwater.sparse_codec import encode_sparse
+from headwater.sparse_index import SparseIndex
 from workers.chunk import chunk_elements
 from workers.embed_dense import DenseEmbedder
 from workers.embed_sparse import SpladeEncoder
@@ -72,12 +73,14 @@ class SyncEngine:
     """Runs sync passes for any connector that can list and read, writing through one ChromaStore."""
 
     def __init__(self, store: ChromaStore, dense: DenseEmbedder, sparse: SpladeEncoder, settings: Settings,
-                 progress: Progress | None = None) -> None:
+                 progress: Progress | None = None, sparse_index: SparseIndex | None = None) -> None:
         self.store = store
         self.dense = dense
         self.sparse = sparse
         self.settings = settings
         self.progress = progress or _NoProgress()
+        # Kept current by the store's write observers; saved once per pass.
+        self.sparse_index = sparse_index
 
     def sync(self, connector: Lister | Any) -> SyncReport:
         """A full pass: everything listed is brought up to date, everything no longer listed is removed."""
@@ -129,6 +132,8 @@ class SyncEngine:
             report.chunks_deleted += len(stored[uri].ids)
             self.progress.document_done(uri)
         writer.flush()
+        if self.sparse_index is not None:
+            self.sparse_index.persist()
         report.chunks_written = writer.written
         return report.finish()
 
@@ -267,7 +272,7 @@ class SyncEngine:
 
     def _metadata(self, item: _Item, chunk: Chunk, count: int, title: str | None) -> dict[str, Any]:
         metadata: dict[str, Any] = {
-            keys.SOURCE_ID: item.change.source_id, keys.URI: item.change.uri,
+            keys.SOURCE_ID: item.change.source_id,
             keys.DOC_VERSION: self._version(item), keys.DOC_HASH: item.fetched.doc_hash,  # type: ignore[union-attr]
             keys.CONTENT_HASH: content_hash(chunk.text), keys.CHUNK_INDEX: chunk.index, keys.CHUNK_COUNT: count,
             "mime_type": item.parsed.mime_type, "parser": item.parsed.parser,  # type: ignore[union-attr]
@@ -275,7 +280,7 @@ class SyncEngine:
             "page": chunk.page, "page_end": chunk.page_end,
             "line_start": chunk.line_start, "line_end": chunk.line_end,
         }
-        return {k: v for k, v in metadata.items() if v is not None}
+        return keys.location_metadata({k: v for k, v in metadata.items() if v is not None}, item.change.uri)
 
     def _attach_vectors(self, records: list[ChunkRecord], report: SyncReport) -> None:
         """Fill in vectors: copied from identical stored chunks where possible, else computed once per text."""
@@ -306,8 +311,9 @@ class SyncEngine:
         ordered = sorted(old.values(), key=lambda r: r[2].get(keys.CHUNK_INDEX, 0))
         new_ids = chunk_ids(item.change.source_id, item.change.uri, [text for text, _, _ in ordered])
         records = [
-            ChunkRecord(new_id, text, {**metadata, keys.URI: item.change.uri, keys.DOC_VERSION: self._version(item),
-                                       "modified_time": _mtime(item)}, embedding)
+            ChunkRecord(new_id, text, keys.location_metadata(
+                {**metadata, keys.DOC_VERSION: self._version(item), "modified_time": _mtime(item)},
+                item.change.uri), embedding)
             for new_id, (text, embedding, metadata) in zip(new_ids, ordered)
         ]
         writer.upsert(records)

@@ -9,6 +9,7 @@ import pytest
 
 from connectors.folder import FolderConnector
 from headwater.chroma_store import ChromaStore, make_client
+from headwater.embedded import open_sparse_index
 from headwater.settings import Settings
 from headwater.sync_engine import SyncEngine
 from tests.documents import write_binary_formats
@@ -45,13 +46,22 @@ class Harness:
         self.writes: list[tuple[str, int]] = []
         self.store = ChromaStore(make_client(self.settings), "test", batch_size=self.settings.upsert_batch_size,
                                  dense_model=dense.name, sparse_model=sparse.name,
-                                 on_write=lambda op, n: self.writes.append((op, n)))
-        self.engine = SyncEngine(self.store, dense, sparse, self.settings)
+                                 observers=[lambda op, ids, _: self.writes.append((op, len(ids)))])
+        self.index_dir = chroma / "headwater-sparse" / "test"
+        self.index = open_sparse_index(self.store, self.index_dir, save=True)
+        self.store.observers.append(self.index.written)
+        self.engine = SyncEngine(self.store, dense, sparse, self.settings, sparse_index=self.index)
+        self.sparse = sparse
         self.connector = FolderConnector("docs", root, debounce_seconds=0.3)
         self.dense = dense
 
     def sync(self):
         return self.engine.sync(self.connector)
+
+    def searcher(self):
+        from headwater.retrieval import Searcher
+
+        return Searcher(self.store, self.dense, self.sparse, self.index, self.index_dir)
 
     def records(self) -> dict[str, dict]:
         """uri -> {id: metadata} for everything stored."""

@@ -1,0 +1,176 @@
+"""Search over a synced collection: dense (Chroma), sparse (the derived SPLADE index) and hybrid (RRF)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from headwater import chroma_store as keys
+from headwater.chroma_store import ChromaStore
+from headwater.settings import Settings
+from headwater.sparse_index import SparseIndex
+from workers.embed_dense import DenseEmbedder
+from workers.embed_sparse import SpladeEncoder
+
+Mode = Literal["dense", "sparse", "hybrid"]
+# Reciprocal rank fusion: score = sum over rankings of weight / (RRF_K + rank), ranks from 1.
+# 60 is the constant of the original RRF paper and Chroma's own default.
+RRF_K = 60
+# Each side contributes this many candidates (at least) to the fusion.
+MIN_CANDIDATES = 50
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    id: str
+    uri: str
+    text: str
+    score: float
+    metadata: dict[str, Any]
+    dense_rank: int | None = None
+    sparse_rank: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Applied identically to both sides: a source, a uri prefix (whole path segments) and any Chroma `where`."""
+
+    source_id: str | None = None
+    uri_prefix: str | None = None
+    where: dict[str, Any] | None = field(default=None, hash=False)
+
+    def chroma_where(self) -> dict[str, Any] | None:
+        """The same filters as one Chroma where clause."""
+        clauses: list[dict[str, Any]] = []
+        if self.source_id is not None:
+            clauses.append({keys.SOURCE_ID: self.source_id})
+        prefix = self._prefix()
+        if prefix:
+            clauses.append({"$or": [{keys.URI: prefix}, {keys.URI_DIRS: {"$contains": prefix}}]})
+        if self.where:
+            clauses.append(self.where)
+        if not clauses:
+            return None
+        return clauses[0] if len(clauses) == 1 else {"$and": clauses}
+
+    def _prefix(self) -> str | None:
+        return self.uri_prefix.strip("/") if self.uri_prefix else None
+
+    def matches_location(self, source_id: str, uri: str) -> bool:
+        """The source and prefix tests, without asking Chroma."""
+        prefix = self._prefix()
+        return ((self.source_id is None or source_id == self.source_id)
+                and (not prefix or uri == prefix or uri.startswith(prefix + "/")))
+
+
+def rrf_fuse(rankings: list[tuple[list[str], float]], k: int = RRF_K) -> list[tuple[str, float]]:
+    """Fuse ranked id lists (best first) with weights; returns (id, fused score), best first."""
+    fused: dict[str, float] = {}
+    for ids, weight in rankings:
+        for rank, record_id in enumerate(ids, start=1):
+            fused[record_id] = fused.get(record_id, 0.0) + weight / (k + rank)
+    return sorted(fused.items(), key=lambda item: (-item[1], item[0]))
+
+
+class Searcher:
+    """Holds the query-side models and the sparse index for one collection."""
+
+    def __init__(self, store: ChromaStore, dense: DenseEmbedder, sparse: SpladeEncoder,
+                 index: SparseIndex, index_dir: Path | None = None) -> None:
+        self.store = store
+        self.dense = dense
+        self.sparse = sparse
+        self.index = index
+        self.index_dir = index_dir
+
+    def search(self, text: str, k: int = 10, mode: Mode = "hybrid", filters: Filters | None = None,
+               rrf_k: int = RRF_K, dense_weight: float = 1.0, sparse_weight: float = 1.0) -> list[SearchHit]:
+        """The k best chunks for `text`; each hit says where it ranked on each side."""
+        if not text.strip():
+            raise ValueError("the query is empty")
+        if mode not in ("dense", "sparse", "hybrid"):
+            raise ValueError(f"unknown search mode {mode!r}; use dense, sparse or hybrid")
+        if k < 1:
+            raise ValueError("k must be at least 1")
+        filters = filters or Filters()
+        candidates = k if mode != "hybrid" else max(MIN_CANDIDATES, 3 * k)
+        dense_ids = self._dense(text, candidates, filters) if mode != "sparse" else []
+        sparse_ids = self._sparse(text, candidates, filters) if mode != "dense" else []
+        if mode == "dense":
+            ranked = [(i, s) for i, s in dense_ids]
+        elif mode == "sparse":
+            ranked = list(sparse_ids)
+        else:
+            ranked = rrf_fuse([([i for i, _ in dense_ids], dense_weight),
+                               ([i for i, _ in sparse_ids], sparse_weight)], rrf_k)
+        ranked = ranked[:k]
+        dense_rank = {record_id: n for n, (record_id, _) in enumerate(dense_ids, start=1)}
+        sparse_rank = {record_id: n for n, (record_id, _) in enumerate(sparse_ids, start=1)}
+        return self._hits(ranked, dense_rank, sparse_rank)
+
+    def _dense(self, text: str, n: int, filters: Filters) -> list[tuple[str, float]]:
+        vector = self.dense.embed([text])[0].tolist()
+        result = self.store.collection.query(query_embeddings=[vector], n_results=n, where=filters.chroma_where(),
+                                             include=["distances"])
+        return [(record_id, 1.0 - distance)
+                for record_id, distance in zip(result["ids"][0], result["distances"][0])]
+
+    def _sparse(self, text: str, n: int, filters: Filters) -> list[tuple[str, float]]:
+        self._refresh_index()
+        indices, values = self.sparse.encode([text])[0]
+        index = self.index
+
+        def accept(rows: list[int]) -> list[bool]:
+            local = [filters.matches_location(index.sources[r], index.uris[r]) for r in rows]
+            if not filters.where:
+                return local
+            # Arbitrary metadata filters are Chroma's to evaluate, on just these candidates.
+            ids = [index.ids[r] for r, ok in zip(rows, local) if ok]
+            allowed = set(self.store.collection.get(ids=ids, where=filters.where, include=[])["ids"]) if ids else set()
+            return [ok and index.ids[r] in allowed for r, ok in zip(rows, local)]
+
+        return index.search(indices, values, n, accept)
+
+    def _refresh_index(self) -> None:
+        """Pick up a newer index saved by a writer in another process."""
+        if self.index_dir is None:
+            return
+        saved = SparseIndex.saved_generation(self.index_dir)
+        if saved is not None and saved != self.index.generation():
+            fresh = SparseIndex.load(self.index_dir)
+            if fresh is not None:
+                self.index = fresh
+
+    def _hits(self, ranked: list[tuple[str, float]], dense_rank: dict[str, int],
+              sparse_rank: dict[str, int]) -> list[SearchHit]:
+        if not ranked:
+            return []
+        ids = [record_id for record_id, _ in ranked]
+        found = self.store.collection.get(ids=ids, include=["documents", "metadatas"])
+        by_id = {i: (d, m) for i, d, m in zip(found["ids"], found["documents"], found["metadatas"])}
+        hits = []
+        for record_id, score in ranked:
+            if record_id not in by_id:  # deleted since the index was read
+                continue
+            text, metadata = by_id[record_id]
+            shown = {k: v for k, v in metadata.items() if k != keys.SPARSE}
+            hits.append(SearchHit(record_id, metadata.get(keys.URI, ""), text, float(score), shown,
+                                  dense_rank.get(record_id), sparse_rank.get(record_id)))
+        return hits
+
+
+def open_searcher(settings: Settings) -> Searcher:
+    """A Searcher for the configured collection (models loaded, sparse index loaded or rebuilt)."""
+    from headwater.chroma_store import make_client
+    from headwater.embedded import open_sparse_index, sparse_index_dir
+
+    store = ChromaStore(make_client(settings), settings.collection, create=False)
+    directory = sparse_index_dir(settings)
+    # Readers never write the index: only the process holding the writer lock saves it.
+    index = open_sparse_index(store, directory, save=False)
+    return Searcher(store, DenseEmbedder(settings.dense_model_dir, settings.model_threads),
+                    SpladeEncoder(settings.sparse_model_dir, settings.model_threads), index, directory)

@@ -1,0 +1,293 @@
+"""A derived inverted index over the SPLADE vectors stored in the collection's metadata.
+
+Local and self-hosted Chroma cannot index sparse vectors, so Headwater keeps this index itself.
+It is a cache of the collection: it holds nothing the collection does not, it is updated by the
+same writes (no rebuild per change), and it can be rebuilt from the collection alone at any time.
+
+Layout: rows are numbered in the order they arrive. Rows live in immutable segments, each a
+term-major CSR matrix (vocabulary x rows) so a query reads only its own terms' postings. A
+delete or an overwrite only clears the row's `alive` bit. Many segments or many dead rows
+trigger a compaction into one segment. On disk (one directory per collection) each segment is
+one .npz written once; the manifest and the alive bitmap are replaced atomically per pass. A
+DIRTY marker is present while a writer has unsaved changes: an index found dirty (a crash, or
+a writer mid-pass) is rebuilt from the collection instead of trusted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy import sparse as sp
+
+from headwater import chroma_store as keys
+from headwater.sparse_codec import decode_sparse
+
+MANIFEST = "manifest.json"
+DIRTY = "DIRTY"
+FORMAT_VERSION = 1
+# Compaction: at most this many segments, and at most this share of dead rows.
+MAX_SEGMENTS = 12
+MAX_DEAD_SHARE = 0.3
+
+Accept = Callable[[list[int]], list[bool]]
+
+
+@dataclass
+class _Segment:
+    first_row: int
+    matrix: sp.csr_matrix  # vocabulary x rows
+    name: str | None = None  # file name once persisted
+
+    @property
+    def rows(self) -> int:
+        return self.matrix.shape[1]
+
+
+class SparseIndex:
+    """Inverted index: chunk id -> SPLADE vector, with source and uri kept for filtering."""
+
+    def __init__(self, directory: Path | None = None) -> None:
+        self.directory = Path(directory) if directory else None
+        self.ids: list[str] = []
+        self.uris: list[str] = []
+        self.sources: list[str] = []
+        self.alive = np.zeros(0, dtype=bool)
+        self.row_of: dict[str, int] = {}
+        self._segments: list[_Segment] = []
+        self._pending: list[tuple[np.ndarray, np.ndarray]] = []  # rows not yet sealed into a segment
+        self._generation = 0
+        self._dirty = False
+
+    # Size ------------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.row_of)
+
+    def nbytes(self) -> int:
+        """Approximate memory held by postings and row tables."""
+        postings = sum(s.matrix.data.nbytes + s.matrix.indices.nbytes + s.matrix.indptr.nbytes for s in self._segments)
+        tables = sum(len(i) + len(u) + 150 for i, u in zip(self.ids, self.uris))  # strings and list slots
+        return postings + tables + self.alive.nbytes
+
+    # Writes (the same ones the collection receives) ----------------------------------------------
+
+    def upsert(self, ids: Sequence[str], metadatas: Sequence[dict[str, Any]]) -> None:
+        """Index (or re-index) records from their metadata's encoded sparse vector."""
+        for record_id, metadata in zip(ids, metadatas):
+            encoded = metadata.get(keys.SPARSE)
+            if encoded is None:
+                continue
+            self._mark_dirty()
+            old = self.row_of.get(record_id)
+            if old is not None:
+                self.alive[old] = False
+            row = len(self.ids)
+            self.ids.append(record_id)
+            self.uris.append(metadata.get(keys.URI, ""))
+            self.sources.append(metadata.get(keys.SOURCE_ID, ""))
+            self.row_of[record_id] = row
+            self._pending.append(decode_sparse(encoded))
+        if len(self.alive) < len(self.ids):
+            self.alive = np.concatenate([self.alive, np.ones(len(self.ids) - len(self.alive), dtype=bool)])
+
+    def delete(self, ids: Iterable[str]) -> None:
+        for record_id in ids:
+            row = self.row_of.pop(record_id, None)
+            if row is not None:
+                self._mark_dirty()
+                self.alive[row] = False
+
+    def written(self, operation: str, ids: Sequence[str], metadatas: Sequence[dict[str, Any]] | None) -> None:
+        """ChromaStore write observer: mirror every write into the index."""
+        if operation == "upsert":
+            self.upsert(ids, metadatas or [])
+        elif operation == "delete":
+            self.delete(ids)
+        # Metadata updates keep a record's id, so its uri, source and vector are unchanged.
+
+    def _mark_dirty(self) -> None:
+        if not self._dirty:
+            self._dirty = True
+            if self.directory:
+                self.directory.mkdir(parents=True, exist_ok=True)
+                (self.directory / DIRTY).touch()
+
+    # Segments --------------------------------------------------------------------------------
+
+    def _seal(self) -> None:
+        if not self._pending:
+            return
+        first = len(self.ids) - len(self._pending)
+        lengths = [len(indices) for indices, _ in self._pending]
+        terms = np.concatenate([indices for indices, _ in self._pending]) if self._pending else np.empty(0, np.int64)
+        values = np.concatenate([values for _, values in self._pending]).astype(np.float32)
+        columns = np.repeat(np.arange(len(self._pending)), lengths)
+        vocabulary = int(terms.max()) + 1 if terms.size else 1
+        matrix = sp.csr_matrix((values, (terms, columns)), shape=(vocabulary, len(self._pending)), dtype=np.float32)
+        self._segments.append(_Segment(first, matrix))
+        self._pending = []
+        self._compact_if_needed()
+
+    def _compact_if_needed(self) -> None:
+        dead = len(self.ids) - len(self.row_of)
+        if len(self._segments) <= MAX_SEGMENTS and dead <= MAX_DEAD_SHARE * max(len(self.ids), 1):
+            return
+        live = np.flatnonzero(self.alive)
+        columns = [s.matrix.tocsc() for s in self._segments]
+        vocabulary = max(m.shape[0] for m in columns)
+        whole = sp.hstack([sp.csc_matrix((m.data, m.indices, m.indptr), shape=(vocabulary, m.shape[1]))
+                           for m in columns], format="csc")[:, live]
+        self.ids = [self.ids[r] for r in live]
+        self.uris = [self.uris[r] for r in live]
+        self.sources = [self.sources[r] for r in live]
+        self.row_of = {record_id: row for row, record_id in enumerate(self.ids)}
+        self.alive = np.ones(len(self.ids), dtype=bool)
+        self._segments = [_Segment(0, whole.tocsr())]
+
+    # Search ----------------------------------------------------------------------------------
+
+    def scores(self, indices: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """Dot product of the query with every row; dead rows score 0."""
+        self._seal()
+        out = np.zeros(len(self.ids), dtype=np.float32)
+        query = np.asarray(values, dtype=np.float32)
+        for segment in self._segments:
+            known = indices < segment.matrix.shape[0]
+            if not known.any():
+                continue
+            postings = segment.matrix[indices[known]]
+            out[segment.first_row:segment.first_row + segment.rows] = postings.T @ query[known]
+        out[~self.alive] = 0.0
+        return out
+
+    def search(self, indices: np.ndarray, values: np.ndarray, k: int,
+               accept: Accept | None = None) -> list[tuple[str, float]]:
+        """Top-k (id, score) with a positive score; `accept` filters candidate rows, best first."""
+        scores = self.scores(np.asarray(indices, dtype=np.int64), values)
+        matching = np.flatnonzero(scores > 0)
+        ranked = matching[np.argsort(-scores[matching], kind="stable")]
+        hits: list[tuple[str, float]] = []
+        window = max(4 * k, 64)
+        start = 0
+        # Filters are applied to a growing window of the best rows, so a selective filter still finds
+        # its k matches while an unselective one costs a single small check.
+        while len(hits) < k and start < len(ranked):
+            rows = ranked[start:start + window].tolist()
+            verdicts = accept(rows) if accept else [True] * len(rows)
+            hits.extend((self.ids[r], float(scores[r])) for r, ok in zip(rows, verdicts) if ok)
+            start += window
+            window *= 4
+        return hits[:k]
+
+    # Persistence -----------------------------------------------------------------------------
+
+    def persist(self) -> None:
+        """Write unsaved segments, the alive bitmap and the manifest; then clear the DIRTY marker."""
+        if self.directory is None or not self._dirty:
+            return
+        self._seal()
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._generation += 1
+        for number, segment in enumerate(self._segments):
+            if segment.name is None:
+                segment.name = f"segment-{self._generation:06d}-{number:03d}.npz"
+                rows = slice(segment.first_row, segment.first_row + segment.rows)
+                _atomic_savez(self.directory / segment.name, data=segment.matrix.data, indices=segment.matrix.indices,
+                              indptr=segment.matrix.indptr, shape=np.array(segment.matrix.shape),
+                              ids=np.array(self.ids[rows], dtype=str), uris=np.array(self.uris[rows], dtype=str),
+                              sources=np.array(self.sources[rows], dtype=str))
+        alive_name = f"alive-{self._generation:06d}.npy"
+        _atomic_save(self.directory / alive_name, self.alive)
+        manifest = {"format": FORMAT_VERSION, "generation": self._generation, "alive": alive_name,
+                    "rows": len(self.ids), "live": len(self.row_of),
+                    "segments": [{"file": s.name, "first_row": s.first_row} for s in self._segments]}
+        _atomic_write(self.directory / MANIFEST, json.dumps(manifest).encode())
+        wanted = {s.name for s in self._segments} | {alive_name, MANIFEST}
+        for path in self.directory.iterdir():  # files of earlier generations
+            if path.name not in wanted and path.name != DIRTY and not path.name.startswith("."):
+                path.unlink(missing_ok=True)
+        (self.directory / DIRTY).unlink(missing_ok=True)
+        self._dirty = False
+
+    @staticmethod
+    def saved_generation(directory: Path) -> int | None:
+        """The generation last saved in `directory` (cheap: reads only the manifest); None if unusable."""
+        try:
+            if (Path(directory) / DIRTY).exists():
+                return None
+            return int(json.loads((Path(directory) / MANIFEST).read_text())["generation"])
+        except (OSError, ValueError, KeyError):
+            return None
+
+    @classmethod
+    def load(cls, directory: Path) -> SparseIndex | None:
+        """The persisted index, or None when there is none or it cannot be trusted (dirty, partial)."""
+        directory = Path(directory)
+        if (directory / DIRTY).exists() or not (directory / MANIFEST).exists():
+            return None
+        try:
+            manifest = json.loads((directory / MANIFEST).read_text())
+            if manifest.get("format") != FORMAT_VERSION:
+                return None
+            index = cls(directory)
+            for entry in manifest["segments"]:
+                with np.load(directory / entry["file"]) as data:
+                    matrix = sp.csr_matrix((data["data"], data["indices"], data["indptr"]), shape=tuple(data["shape"]))
+                    index.ids.extend(data["ids"].tolist())
+                    index.uris.extend(data["uris"].tolist())
+                    index.sources.extend(data["sources"].tolist())
+                index._segments.append(_Segment(entry["first_row"], matrix, entry["file"]))
+            index.alive = np.load(directory / manifest["alive"])
+        except (OSError, ValueError, KeyError):
+            return None  # a writer replaced files under us: rebuilding is always correct
+        if len(index.alive) != len(index.ids):
+            return None
+        index.row_of = {index.ids[r]: r for r in np.flatnonzero(index.alive)}
+        index._generation = manifest["generation"]
+        return index
+
+    @classmethod
+    def rebuild(cls, collection: Any, directory: Path | None = None, page: int = 2000) -> SparseIndex:
+        """Build from the collection alone (every record's stored sparse vector)."""
+        index = cls(directory)
+        offset = 0
+        while True:
+            batch = collection.get(include=["metadatas"], limit=page, offset=offset)
+            if not batch["ids"]:
+                break
+            index.upsert(batch["ids"], batch["metadatas"])
+            offset += len(batch["ids"])
+        index._dirty = True
+        return index
+
+    def generation(self) -> int:
+        return self._generation
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    temporary = path.with_name("." + path.name + ".tmp")
+    with open(temporary, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+
+
+def _atomic_save(path: Path, array: np.ndarray) -> None:
+    temporary = path.with_name("." + path.name + ".tmp")
+    with open(temporary, "wb") as handle:
+        np.save(handle, array)
+    os.replace(temporary, path)
+
+
+def _atomic_savez(path: Path, **arrays: np.ndarray) -> None:
+    temporary = path.with_name("." + path.name + ".tmp")
+    with open(temporary, "wb") as handle:
+        np.savez(handle, **arrays)
+    os.replace(temporary, path)

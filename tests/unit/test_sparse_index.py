@@ -1,0 +1,116 @@
+import numpy as np
+import pytest
+
+from headwater.sparse_codec import encode_sparse
+from headwater.sparse_index import DIRTY, SparseIndex
+
+
+def _record(rng, source="s", uri=None):
+    terms = rng.choice(2000, size=rng.integers(5, 40), replace=False)
+    values = rng.uniform(0.1, 3.0, size=terms.size)
+    return {"source_id": source, "uri": uri or f"doc{rng.integers(1000)}.md", "sparse_vector": encode_sparse(terms, values)}
+
+
+def _dense_scores(records: dict[str, dict], query_terms, query_values):
+    from headwater.sparse_codec import decode_sparse
+
+    out = {}
+    for record_id, metadata in records.items():
+        indices, values = decode_sparse(metadata["sparse_vector"])
+        weights = dict(zip(indices.tolist(), values.tolist()))
+        out[record_id] = sum(weights.get(t, 0.0) * v for t, v in zip(query_terms, query_values))
+    return out
+
+
+class FakeCollection:
+    """Only as much of a collection's get() as rebuild() reads, over a dict."""
+
+    def __init__(self, records):
+        self.records = records
+
+    def get(self, include, limit, offset):
+        ids = sorted(self.records)[offset:offset + limit]
+        return {"ids": ids, "metadatas": [self.records[i] for i in ids]}
+
+
+def _apply_history(rng, index, truth, steps=40):
+    ids = []
+    for step in range(steps):
+        batch = {f"r{step}-{n}": _record(rng) for n in range(rng.integers(5, 30))}
+        index.upsert(list(batch), list(batch.values()))
+        truth.update(batch)
+        ids.extend(batch)
+        if step % 3 == 0 and ids:  # overwrite some
+            again = {i: _record(rng) for i in rng.choice(ids, size=min(5, len(ids)), replace=False).tolist() if i in truth}
+            index.upsert(list(again), list(again.values()))
+            truth.update(again)
+        if step % 4 == 1:  # delete some
+            gone = [i for i in rng.choice(ids, size=min(8, len(ids)), replace=False).tolist() if i in truth]
+            index.delete(gone)
+            for i in gone:
+                del truth[i]
+        index.scores(np.array([1]), np.array([1.0]))  # seal now and then, as queries do
+
+
+def test_scores_equal_brute_force_after_upserts_overwrites_and_deletes():
+    rng = np.random.default_rng(1)
+    index, truth = SparseIndex(), {}
+    _apply_history(rng, index, truth)
+    query_terms, query_values = rng.choice(2000, 25, replace=False), rng.uniform(0.5, 2, 25)
+    expected = _dense_scores(truth, query_terms, query_values)
+    hits = index.search(query_terms, query_values, k=len(truth))
+    assert len(index) == len(truth)
+    assert {i for i, _ in hits} <= set(truth)
+    for record_id, score in hits:
+        assert score == pytest.approx(expected[record_id], rel=1e-4)
+    best = sorted((s, i) for i, s in expected.items() if s > 0)[-5:]
+    assert [i for i, _ in hits[:5]] == [i for _, i in reversed(best)]
+
+
+def test_incremental_index_equals_rebuild_and_survives_persistence(tmp_path):
+    rng = np.random.default_rng(2)
+    index, truth = SparseIndex(tmp_path / "idx"), {}
+    _apply_history(rng, index, truth, steps=30)
+    index.persist()
+    assert not (tmp_path / "idx" / DIRTY).exists()
+    loaded = SparseIndex.load(tmp_path / "idx")
+    rebuilt = SparseIndex.rebuild(FakeCollection(truth))
+    query = (rng.choice(2000, 30, replace=False), rng.uniform(0.5, 2, 30))
+    results = [i.search(*query, k=50) for i in (index, loaded, rebuilt)]
+    assert results[0] == results[1]
+    assert [(i, round(s, 4)) for i, s in results[0]] == [(i, round(s, 4)) for i, s in results[2]]
+
+
+def test_a_dirty_index_is_not_trusted(tmp_path):
+    rng = np.random.default_rng(3)
+    index = SparseIndex(tmp_path / "idx")
+    index.upsert(["a"], [_record(rng)])
+    index.persist()
+    assert SparseIndex.load(tmp_path / "idx") is not None
+    index.upsert(["b"], [_record(rng)])  # a writer mid-pass (or one that crashed)
+    assert (tmp_path / "idx" / DIRTY).exists()
+    assert SparseIndex.load(tmp_path / "idx") is None
+    assert SparseIndex.saved_generation(tmp_path / "idx") is None
+
+
+def test_compaction_drops_dead_rows_and_keeps_results():
+    rng = np.random.default_rng(4)
+    index, truth = SparseIndex(), {}
+    _apply_history(rng, index, truth, steps=60)
+    assert len(index.ids) == len(index.row_of) or len(index.ids) - len(index.row_of) <= 0.3 * len(index.ids)
+    query = (rng.choice(2000, 20, replace=False), rng.uniform(0.5, 2, 20))
+    expected = _dense_scores(truth, *query)
+    for record_id, score in index.search(*query, k=20):
+        assert score == pytest.approx(expected[record_id], rel=1e-4)
+
+
+def test_accept_filters_are_applied_before_the_cut():
+    rng = np.random.default_rng(5)
+    index = SparseIndex()
+    records = {f"r{n}": _record(rng, source="big" if n % 50 else "small") for n in range(1000)}
+    index.upsert(list(records), list(records.values()))
+    terms = np.arange(2000)
+    values = np.ones(2000)
+    hits = index.search(terms, values, k=10, accept=lambda rows: [index.sources[r] == "small" for r in rows])
+    assert len(hits) == 10 and all(records[i]["source_id"] == "small" for i, _ in hits)
+    assert index.search(terms, values, k=5, accept=lambda rows: [False] * len(rows)) == []
