@@ -47,12 +47,22 @@ def location_metadata(metadata: dict[str, Any], uri: str) -> dict[str, Any]:
     return placed
 
 
+def write_batch_limit(configured: int, client_max: int, cloud: bool) -> int:
+    """The largest write Headwater sends: configured, the client's maximum, 4,999, and Cloud's 300 cap."""
+    from headwater.cloud import CLOUD_WRITE_CAP
+
+    return min(configured, client_max, HARD_BATCH_CAP, CLOUD_WRITE_CAP if cloud else HARD_BATCH_CAP)
+
+
 def make_client(settings: Settings, *, fleet: bool = False) -> Any:
     """A Chroma client for the configured target: a server when chroma_host is set, else embedded."""
     import chromadb
     from chromadb.config import Settings as ChromaSettings
 
     chroma_settings = ChromaSettings(anonymized_telemetry=False)
+    if settings.chroma_cloud_api_key is not None:
+        return chromadb.CloudClient(tenant=settings.chroma_cloud_tenant, database=settings.chroma_cloud_database,
+                                    api_key=settings.chroma_cloud_api_key.get_secret_value(), settings=chroma_settings)
     if settings.chroma_host:
         headers = {}
         if settings.chroma_token is not None:
@@ -100,11 +110,18 @@ class ChromaStore:
 
     def __init__(self, client: Any, collection: str, *, batch_size: int = HARD_BATCH_CAP,
                  dense_model: str = "", sparse_model: str = "", observers: Sequence[WriteObserver] = (),
-                 create: bool = True) -> None:
+                 create: bool = True, cloud: bool = False) -> None:
         self.client = client
-        self.batch_limit = min(batch_size, client.get_max_batch_size(), HARD_BATCH_CAP)
+        self.cloud = cloud
+        self.batch_limit = write_batch_limit(batch_size, client.get_max_batch_size(), cloud)
         self.observers = list(observers)
         self.collection = self._open(collection, dense_model, sparse_model, create)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, **options: Any) -> ChromaStore:
+        """The configured target and collection, with the configured batch size and the Cloud write cap."""
+        return cls(make_client(settings), settings.collection, batch_size=settings.upsert_batch_size,
+                   cloud=settings.is_cloud, **options)
 
     def _open(self, name: str, dense_model: str, sparse_model: str, create: bool) -> Any:
         from chromadb.api.types import Schema, StringInvertedIndexConfig, VectorIndexConfig
@@ -118,10 +135,15 @@ class ChromaStore:
                     f"there is no collection {name!r} at this Chroma target yet; run `headwater sync` first "
                     "or pass --collection") from None
 
-        # The sparse vector is never filtered on; indexing its long string would only slow writes.
-        schema = (Schema()
-                  .create_index(config=VectorIndexConfig(space="cosine", embedding_function=None))
-                  .delete_index(config=StringInvertedIndexConfig(), key=SPARSE))
+        if self.cloud:
+            from headwater.cloud import cloud_schema
+
+            schema = cloud_schema()
+        else:
+            # The sparse vector is never filtered on; indexing its long string would only slow writes.
+            schema = (Schema()
+                      .create_index(config=VectorIndexConfig(space="cosine", embedding_function=None))
+                      .delete_index(config=StringInvertedIndexConfig(), key=SPARSE))
         models = {DENSE_MODEL_KEY: dense_model, SPARSE_MODEL_KEY: sparse_model}
         collection = self.client.get_or_create_collection(
             name, schema=schema, metadata={k: v for k, v in models.items() if v},
@@ -208,9 +230,15 @@ class ChromaStore:
 
     def upsert(self, ids: list[str], texts: list[str], embeddings: list[list[float]],
                metadatas: list[dict[str, Any]]) -> None:
+        if self.cloud:
+            from headwater.cloud import with_native_sparse
+
+            stored = [with_native_sparse(m) if SPARSE in m else m for m in metadatas]
+        else:
+            stored = list(metadatas)
         for start, end in self._batches(len(ids)):
             self.collection.upsert(ids=ids[start:end], documents=texts[start:end],
-                                   embeddings=embeddings[start:end], metadatas=metadatas[start:end])
+                                   embeddings=embeddings[start:end], metadatas=stored[start:end])
             self._observe("upsert", ids[start:end], metadatas[start:end])
 
     def update_metadata(self, ids: list[str], metadatas: list[dict[str, Any]]) -> None:

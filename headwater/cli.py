@@ -215,11 +215,11 @@ def _where(raw: str | None) -> dict | None:
 def status(collection: CollectionOpt = None, chroma_path: ChromaPathOpt = None,
            as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
     """Documents and chunks per source."""
-    from headwater.chroma_store import ChromaStore, make_client
+    from headwater.chroma_store import ChromaStore
 
     try:
         settings = _settings(collection, chroma_path)
-        summary = ChromaStore(make_client(settings), settings.collection, create=False).source_summary()
+        summary = ChromaStore.from_settings(settings, create=False).source_summary()
     except (HeadwaterError, ValueError) as exc:
         _fail(exc)
     if as_json:

@@ -6,7 +6,7 @@ import contextlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from headwater.chroma_store import ChromaStore, WriteObserver, make_client
+from headwater.chroma_store import ChromaStore, WriteObserver
 from headwater.path_lock import ChromaPathLock
 from headwater.settings import Settings
 from headwater.sparse_index import SparseIndex
@@ -17,7 +17,7 @@ from workers.embed_sparse import SpladeEncoder
 
 def sparse_index_dir(settings: Settings) -> Path | None:
     """Where an embedded collection's sparse index is kept (next to the Chroma files); None for servers."""
-    if settings.chroma_host:
+    if settings.chroma_host or settings.is_cloud:
         return None
     return Path(settings.chroma_path) / "headwater-sparse" / settings.collection
 
@@ -36,12 +36,15 @@ def open_sparse_index(store: ChromaStore, directory: Path | None, *, save: bool)
 def open_engine(settings: Settings, progress: Progress | None = None,
                 observers: Sequence[WriteObserver] = ()) -> Iterator[SyncEngine]:
     """A ready SyncEngine; while it is open, no other Headwater process may write the same directory."""
-    lock = contextlib.nullcontext() if settings.chroma_host else ChromaPathLock(settings.chroma_path)
+    remote = settings.chroma_host or settings.is_cloud
+    lock = contextlib.nullcontext() if remote else ChromaPathLock(settings.chroma_path)
     with lock:
         dense = DenseEmbedder(settings.dense_model_dir, settings.model_threads, settings.embed_batch_size)
         sparse = SpladeEncoder(settings.sparse_model_dir, settings.model_threads, settings.embed_batch_size)
-        store = ChromaStore(make_client(settings), settings.collection, batch_size=settings.upsert_batch_size,
-                            dense_model=dense.name, sparse_model=sparse.name, observers=observers)
-        index = open_sparse_index(store, sparse_index_dir(settings), save=True)
-        store.observers.append(index.written)
+        store = ChromaStore.from_settings(settings, dense_model=dense.name, sparse_model=sparse.name,
+                                          observers=observers)
+        index = None
+        if not settings.is_cloud:  # Chroma Cloud indexes the sparse vectors itself
+            index = open_sparse_index(store, sparse_index_dir(settings), save=True)
+            store.observers.append(index.written)
         yield SyncEngine(store, dense, sparse, settings, progress, sparse_index=index)

@@ -80,7 +80,7 @@ class Searcher:
     """Holds the query-side models and the sparse index for one collection."""
 
     def __init__(self, store: ChromaStore, dense: DenseEmbedder, sparse: SpladeEncoder,
-                 index: SparseIndex, index_dir: Path | None = None) -> None:
+                 index: SparseIndex | None, index_dir: Path | None = None) -> None:
         self.store = store
         self.dense = dense
         self.sparse = sparse
@@ -98,6 +98,8 @@ class Searcher:
             raise ValueError("k must be at least 1")
         filters = filters or Filters()
         candidates = k if mode != "hybrid" else max(MIN_CANDIDATES, 3 * k)
+        if self.store.cloud:
+            return self._cloud_search(text, k, mode, filters, candidates, rrf_k, dense_weight, sparse_weight)
         dense_ids = self._dense(text, candidates, filters) if mode != "sparse" else []
         sparse_ids = self._sparse(text, candidates, filters) if mode != "dense" else []
         if mode == "dense":
@@ -111,6 +113,24 @@ class Searcher:
         dense_rank = {record_id: n for n, (record_id, _) in enumerate(dense_ids, start=1)}
         sparse_rank = {record_id: n for n, (record_id, _) in enumerate(sparse_ids, start=1)}
         return self._hits(ranked, dense_rank, sparse_rank)
+
+    def _cloud_search(self, text: str, k: int, mode: Mode, filters: Filters, candidates: int, rrf_k: int,
+                      dense_weight: float, sparse_weight: float) -> list[SearchHit]:
+        """One server-side request on Chroma Cloud (native sparse index, Knn + Rrf)."""
+        from headwater.cloud import hybrid_search_request
+
+        indices, values = self.sparse.encode([text])[0]
+        request = hybrid_search_request(self.dense.embed([text])[0], indices, values, k, candidates,
+                                        filters.chroma_where(), rrf_k, dense_weight, sparse_weight, mode)
+        result = self.store.collection.search(request)
+        hits = []
+        for record_id, document, metadata, score in zip(result["ids"][0], result["documents"][0],
+                                                        result["metadatas"][0], result["scores"][0]):
+            shown = {key: value for key, value in (metadata or {}).items() if key not in (keys.SPARSE, "sparse_embedding")}
+            # Chroma orders ascending: RRF scores come back negated, distances as they are.
+            score = -score if mode == "hybrid" else (1.0 - score if mode == "dense" else -score)
+            hits.append(SearchHit(record_id, shown.get(keys.URI, ""), document, float(score), shown))
+        return hits
 
     def _dense(self, text: str, n: int, filters: Filters) -> list[tuple[str, float]]:
         vector = self.dense.embed([text])[0].tolist()
@@ -165,12 +185,11 @@ class Searcher:
 
 def open_searcher(settings: Settings) -> Searcher:
     """A Searcher for the configured collection (models loaded, sparse index loaded or rebuilt)."""
-    from headwater.chroma_store import make_client
     from headwater.embedded import open_sparse_index, sparse_index_dir
 
-    store = ChromaStore(make_client(settings), settings.collection, create=False)
+    store = ChromaStore.from_settings(settings, create=False)
     directory = sparse_index_dir(settings)
     # Readers never write the index: only the process holding the writer lock saves it.
-    index = open_sparse_index(store, directory, save=False)
+    index = None if store.cloud else open_sparse_index(store, directory, save=False)
     return Searcher(store, DenseEmbedder(settings.dense_model_dir, settings.model_threads),
                     SpladeEncoder(settings.sparse_model_dir, settings.model_threads), index, directory)

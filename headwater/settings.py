@@ -42,6 +42,10 @@ class Settings(BaseSettings):
     chroma_host: str | None = None
     chroma_port: int = 8000
     chroma_token: SecretStr | None = None
+    # Chroma Cloud: an API key selects it as the target (tenant and database as in the Cloud console).
+    chroma_cloud_api_key: SecretStr | None = None
+    chroma_cloud_tenant: str | None = None
+    chroma_cloud_database: str | None = None
     collection: str = "headwater"
 
     # Chunking, in characters: MiniLM reads at most 256 word pieces (~1,000 characters of English).
@@ -90,6 +94,10 @@ class Settings(BaseSettings):
     def source(self, source_id: str) -> SourceConfig | None:
         """The declared source with this id, if any."""
         return next((s for s in self.sources if s.id == source_id), None)
+
+    @property
+    def is_cloud(self) -> bool:
+        return self.chroma_cloud_api_key is not None
 
     @property
     def max_document_bytes(self) -> int:

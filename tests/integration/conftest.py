@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from connectors.folder import FolderConnector
-from headwater.chroma_store import ChromaStore, make_client
+from headwater.chroma_store import ChromaStore
 from headwater.embedded import open_sparse_index
 from headwater.settings import Settings
 from headwater.sync_engine import SyncEngine
@@ -44,8 +44,7 @@ class Harness:
     def __init__(self, root: Path, chroma: Path, dense: DenseEmbedder, sparse: SpladeEncoder, **overrides) -> None:
         self.settings = Settings(chroma_path=chroma, collection="test", **overrides)
         self.writes: list[tuple[str, int]] = []
-        self.store = ChromaStore(make_client(self.settings), "test", batch_size=self.settings.upsert_batch_size,
-                                 dense_model=dense.name, sparse_model=sparse.name,
+        self.store = ChromaStore.from_settings(self.settings, dense_model=dense.name, sparse_model=sparse.name,
                                  observers=[lambda op, ids, _: self.writes.append((op, len(ids)))])
         self.index_dir = chroma / "headwater-sparse" / "test"
         self.index = open_sparse_index(self.store, self.index_dir, save=True)
