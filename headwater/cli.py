@@ -234,6 +234,32 @@ def status(collection: CollectionOpt = None, chroma_path: ChromaPathOpt = None,
 
 
 @app.command()
+def reindex(collection: CollectionOpt = None, chroma_path: ChromaPathOpt = None) -> None:
+    """Rebuild the derived sparse index from the collection alone (it is a cache; this is always safe)."""
+    import time
+
+    from headwater.chroma_store import ChromaStore
+    from headwater.embedded import sparse_index_dir
+    from headwater.path_lock import ChromaPathLock
+    from headwater.sparse_index import SparseIndex
+
+    try:
+        settings = _settings(collection, chroma_path)
+        directory = sparse_index_dir(settings)
+        if directory is None:
+            raise ValueError("only an embedded Chroma keeps a sparse index on disk; servers rebuild it in memory")
+        with ChromaPathLock(settings.chroma_path):
+            started = time.perf_counter()
+            store = ChromaStore.from_settings(settings, create=False)
+            index = SparseIndex.rebuild(store.collection, directory)
+            index.persist()
+    except (HeadwaterError, ValueError) as exc:
+        _fail(exc)
+    out.print(f"rebuilt the sparse index of {len(index)} chunks in {time.perf_counter() - started:.1f}s "
+              f"({index.nbytes() / 1048576:.1f} MB)")
+
+
+@app.command()
 def doctor() -> None:
     """Check that models and parsers load offline."""
     from workers.embed_dense import DenseEmbedder

@@ -50,3 +50,19 @@ def test_a_second_writer_gets_a_clear_error(sample, tmp_path):
 def test_query_before_any_sync_says_what_to_do(tmp_path):
     result = _run("query", "anything", "--chroma-path", "empty", cwd=tmp_path)
     assert result.returncode == 1 and "run `headwater sync` first" in result.stderr
+
+
+def test_query_modes_filters_and_reindex(sample, tmp_path):
+    assert _run("sync", str(sample), "--chroma-path", "store", cwd=tmp_path).returncode == 0
+    sparse = _run("query", "rotate the chroma token", "--chroma-path", "store", "--mode", "sparse",
+                  "--uri-prefix", "ops", "--json", cwd=tmp_path)
+    hits = json.loads(sparse.stdout)
+    assert hits and all(h["uri"].startswith("ops/") and h["sparse_rank"] and h["dense_rank"] is None for h in hits)
+
+    bad = _run("query", "anything", "--chroma-path", "store", "--where", "{not json", cwd=tmp_path)
+    assert bad.returncode == 1 and "--where is not valid JSON" in bad.stderr
+
+    rebuilt = _run("reindex", "--chroma-path", "store", cwd=tmp_path)
+    assert rebuilt.returncode == 0 and "rebuilt the sparse index" in rebuilt.stdout
+    hybrid = _run("query", "rotate the chroma token", "--chroma-path", "store", "--json", cwd=tmp_path)
+    assert json.loads(hybrid.stdout)[0]["uri"] == "ops/runbook.md"
