@@ -297,10 +297,11 @@ class SyncEngine:
                 known[h] = (vector.tolist(), encode_sparse(indices, values))
             self.progress.embedded(len(texts))
         report.chunks_embedded += len(texts)
+        computed = set(missing)
         for h, group in by_hash.items():
             embedding, sparse_vector = known[h]
-            if h not in missing:
-                report.chunks_reused += len(group)
+            # Identical texts share one computation: all but the first copy count as reused.
+            report.chunks_reused += len(group) - (1 if h in computed else 0)
             for record in group:
                 record.embedding = embedding
                 record.metadata[keys.SPARSE] = sparse_vector

@@ -97,7 +97,8 @@ class DenseEmbedder:
         out = np.zeros((len(texts), self.dimensions), dtype=np.float32)
         if not texts:
             return out
-        lengths = [len(e.ids) for e in self._tokenizer.encode_batch(texts)]
+        # The tokenizer pads, so a text's length is its attention mask, not its id count.
+        lengths = [sum(e.attention_mask) for e in self._tokenizer.encode_batch(texts)]
         order = np.argsort(lengths, kind="stable")
         for start in range(0, len(texts), self.batch_size):
             rows = order[start:start + self.batch_size]
