@@ -1,0 +1,50 @@
+"""Real services for integration tests, started on loopback with health checks and stopped afterwards."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def wait_until(check, seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return
+        except Exception as exc:  # noqa: BLE001  (not up yet)
+            last = exc
+        time.sleep(0.1)
+    raise RuntimeError(f"{what} did not become healthy within {seconds}s ({last})")
+
+
+@contextmanager
+def redis_server(workdir: Path) -> Iterator[str]:
+    """A private redis-server (nothing on disk) on a free port; yields its URL."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise RuntimeError("redis-server is not installed; install Redis (Debian: apt-get install redis-server)")
+    import redis
+
+    port = free_port()
+    process = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                                "--dir", str(workdir)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"redis://127.0.0.1:{port}/0"
+    try:
+        wait_until(lambda: redis.Redis.from_url(url).ping(), 15, "redis-server")
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
