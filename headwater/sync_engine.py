@@ -21,7 +21,7 @@ from connectors.base import Lister, Reader
 from headwater import chroma_store as keys
 from headwater.chroma_store import ChromaStore, StoredDocument
 from headwater.errors import DocumentVanished, PermanentDocumentError, RetryableError, SkippedDocument
-from headwater.ids import chunk_ids, content_hash
+from headwater.document_plan import DocumentFacts, moved_records, plan_document
 from headwater.models import Chunk, ChunkRecord, DocumentChange, Op
 from headwater.report import SyncReport
 from headwater.settings import Settings
@@ -252,35 +252,15 @@ class SyncEngine:
     def _plan(self, item: _Item, doc: StoredDocument | None, writer: BatchWriter,
               report: SyncReport) -> tuple[_Item, list[ChunkRecord], list[str]]:
         """New records to embed, metadata updates for kept chunks, and stale ids, for one document."""
-        chunks = item.chunks or []
-        ids = chunk_ids(item.change.source_id, item.change.uri, [c.text for c in chunks])
-        existing = doc.by_id() if doc else {}
-        title = next((c.section for c in chunks if c.section), None)
-        records = []
-        for record_id, chunk in zip(ids, chunks):
-            metadata = self._metadata(item, chunk, len(chunks), title)
-            old = existing.get(record_id)
-            if old is None:
-                records.append(ChunkRecord(record_id, chunk.text, metadata))
-                continue
-            report.chunks_unchanged += 1
-            metadata[keys.SPARSE] = old.get(keys.SPARSE, "")
-            if any(old.get(k) != v for k, v in metadata.items()):
-                writer.update(record_id, metadata)
-        kept = set(ids)
-        return item, records, [i for i in existing if i not in kept]
-
-    def _metadata(self, item: _Item, chunk: Chunk, count: int, title: str | None) -> dict[str, Any]:
-        metadata: dict[str, Any] = {
-            keys.SOURCE_ID: item.change.source_id,
-            keys.DOC_VERSION: self._version(item), keys.DOC_HASH: item.fetched.doc_hash,  # type: ignore[union-attr]
-            keys.CONTENT_HASH: content_hash(chunk.text), keys.CHUNK_INDEX: chunk.index, keys.CHUNK_COUNT: count,
-            "mime_type": item.parsed.mime_type, "parser": item.parsed.parser,  # type: ignore[union-attr]
-            "modified_time": _mtime(item), "title": title, "section": chunk.section,
-            "page": chunk.page, "page_end": chunk.page_end,
-            "line_start": chunk.line_start, "line_end": chunk.line_end,
-        }
-        return keys.location_metadata({k: v for k, v in metadata.items() if v is not None}, item.change.uri)
+        facts = DocumentFacts(
+            source_id=item.change.source_id, uri=item.change.uri, doc_version=self._version(item),
+            doc_hash=item.fetched.doc_hash, modified_time=_mtime(item),  # type: ignore[union-attr]
+            mime_type=item.parsed.mime_type, parser=item.parsed.parser)  # type: ignore[union-attr]
+        plan = plan_document(facts, item.chunks or [], doc)
+        report.chunks_unchanged += plan.kept
+        for record_id, metadata in plan.updates.items():
+            writer.update(record_id, metadata)
+        return item, plan.records, plan.stale
 
     def _attach_vectors(self, records: list[ChunkRecord], report: SyncReport) -> None:
         """Fill in vectors: copied from identical stored chunks where possible, else computed once per text."""
@@ -308,15 +288,8 @@ class SyncEngine:
 
     def _move(self, item: _Item, origin: StoredDocument, writer: BatchWriter, report: SyncReport) -> None:
         """A renamed document: same chunks, vectors copied, under the new uri and ids."""
-        old = self.store.records(origin.ids)
-        ordered = sorted(old.values(), key=lambda r: r[2].get(keys.CHUNK_INDEX, 0))
-        new_ids = chunk_ids(item.change.source_id, item.change.uri, [text for text, _, _ in ordered])
-        records = [
-            ChunkRecord(new_id, text, keys.location_metadata(
-                {**metadata, keys.DOC_VERSION: self._version(item), "modified_time": _mtime(item)},
-                item.change.uri), embedding)
-            for new_id, (text, embedding, metadata) in zip(new_ids, ordered)
-        ]
+        records = moved_records(item.change.source_id, item.change.uri, self.store.records(origin.ids),
+                                self._version(item), _mtime(item))
         writer.upsert(records)
         writer.delete(origin.ids)
         report.moved += 1

@@ -1,0 +1,82 @@
+"""What writing one parsed document means for the collection, decided the same way in every mode.
+
+Given a document's chunks and what the collection holds for it, the plan lists the records to
+add (new chunk texts, still without vectors), the metadata updates for chunks that stay, and the
+ids that are no longer part of the document.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from headwater import chroma_store as keys
+from headwater.chroma_store import StoredDocument
+from headwater.ids import chunk_ids, content_hash
+from headwater.models import Chunk, ChunkRecord
+
+
+@dataclass(frozen=True)
+class DocumentFacts:
+    """The document-level facts every chunk's metadata repeats."""
+
+    source_id: str
+    uri: str
+    doc_version: str
+    doc_hash: str
+    modified_time: float
+    mime_type: str
+    parser: str
+
+
+@dataclass
+class DocumentPlan:
+    records: list[ChunkRecord] = field(default_factory=list)
+    updates: dict[str, dict[str, Any]] = field(default_factory=dict)
+    stale: list[str] = field(default_factory=list)
+    kept: int = 0
+
+
+def chunk_metadata(facts: DocumentFacts, chunk: Chunk, count: int, title: str | None) -> dict[str, Any]:
+    """The metadata one chunk record carries (without its sparse vector)."""
+    metadata: dict[str, Any] = {
+        keys.SOURCE_ID: facts.source_id, keys.DOC_VERSION: facts.doc_version, keys.DOC_HASH: facts.doc_hash,
+        keys.CONTENT_HASH: content_hash(chunk.text), keys.CHUNK_INDEX: chunk.index, keys.CHUNK_COUNT: count,
+        "mime_type": facts.mime_type, "parser": facts.parser, "modified_time": facts.modified_time,
+        "title": title, "section": chunk.section, "page": chunk.page, "page_end": chunk.page_end,
+        "line_start": chunk.line_start, "line_end": chunk.line_end,
+    }
+    return keys.location_metadata({k: v for k, v in metadata.items() if v is not None}, facts.uri)
+
+
+def plan_document(facts: DocumentFacts, chunks: list[Chunk], stored: StoredDocument | None) -> DocumentPlan:
+    """New records to embed, metadata updates for kept chunks, and stale ids, for one document."""
+    ids = chunk_ids(facts.source_id, facts.uri, [c.text for c in chunks])
+    existing = stored.by_id() if stored else {}
+    title = next((c.section for c in chunks if c.section), None)
+    plan = DocumentPlan()
+    for record_id, chunk in zip(ids, chunks):
+        metadata = chunk_metadata(facts, chunk, len(chunks), title)
+        old = existing.get(record_id)
+        if old is None:
+            plan.records.append(ChunkRecord(record_id, chunk.text, metadata))
+            continue
+        plan.kept += 1
+        metadata[keys.SPARSE] = old.get(keys.SPARSE, "")
+        if any(old.get(k) != v for k, v in metadata.items()):
+            plan.updates[record_id] = metadata
+    kept = set(ids)
+    plan.stale = [i for i in existing if i not in kept]
+    return plan
+
+
+def moved_records(source_id: str, new_uri: str, old: dict[str, tuple[str, list[float], dict[str, Any]]],
+                  doc_version: str, modified_time: float) -> list[ChunkRecord]:
+    """A renamed document's records under its new uri and ids, vectors carried over."""
+    ordered = sorted(old.values(), key=lambda r: r[2].get(keys.CHUNK_INDEX, 0))
+    new_ids = chunk_ids(source_id, new_uri, [text for text, _, _ in ordered])
+    return [
+        ChunkRecord(new_id, text, keys.location_metadata(
+            {**metadata, keys.DOC_VERSION: doc_version, "modified_time": modified_time}, new_uri), embedding)
+        for new_id, (text, embedding, metadata) in zip(new_ids, ordered)
+    ]
