@@ -48,6 +48,19 @@ class Settings(BaseSettings):
     chroma_cloud_database: str | None = None
     collection: str = "headwater"
 
+    # Fleet mode: Redis carries queues, run records and in-flight payloads (it keeps no data
+    # that cannot be recomputed: Chroma is the record of what is indexed).
+    redis_url: SecretStr = SecretStr("redis://127.0.0.1:6379/0")
+    # Longer than the slowest task, or Redis redelivers a task that is still running.
+    visibility_timeout_seconds: int = Field(default=3600, ge=60)
+    # Upserts are flushed when this many records are ready, or this long after the first one.
+    flush_delay_seconds: float = Field(default=2.0, gt=0)
+    # Documents of one run in flight at once: keeps a backfill from starving other sources.
+    run_window: int = Field(default=32, ge=1)
+    task_max_retries: int = Field(default=8, ge=0)
+    # A flush batch held longer than this by a worker that stopped answering is given to another.
+    flush_lease_seconds: float = Field(default=120.0, gt=0)
+
     # Chunking, in characters: MiniLM reads at most 256 word pieces (~1,000 characters of English).
     chunk_size: int = Field(default=900, ge=100)
     chunk_overlap: int = Field(default=100, ge=0)

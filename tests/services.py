@@ -48,3 +48,28 @@ def redis_server(workdir: Path) -> Iterator[str]:
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+@contextmanager
+def chroma_server(workdir: Path) -> Iterator[tuple[str, int]]:
+    """`chroma run` on a free port (the server that ships in the chromadb wheel); yields (host, port)."""
+    import sys
+    import urllib.request
+
+    binary = Path(sys.executable).with_name("chroma")
+    port = free_port()
+    log = open(workdir / "chroma.log", "wb")
+    process = subprocess.Popen([str(binary), "run", "--path", str(workdir / "data"), "--host", "127.0.0.1",
+                                "--port", str(port)], stdout=log, stderr=subprocess.STDOUT,
+                               env={**__import__("os").environ, "RUST_LOG": "warn"})
+    url = f"http://127.0.0.1:{port}/api/v2/heartbeat"
+    try:
+        wait_until(lambda: urllib.request.urlopen(url, timeout=2).status == 200, 60, "chroma run")
+        yield "127.0.0.1", port
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        log.close()

@@ -1,0 +1,115 @@
+"""The worker fleet with real Redis, a real `chroma run` server and real worker processes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import redis
+
+from headwater.settings import Settings
+from tests.services import chroma_server, redis_server, wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+EXAMPLES = __import__("pathlib").Path(__file__).resolve().parents[2] / "examples" / "docs"
+
+
+@pytest.fixture(scope="module")
+def services(tmp_path_factory):
+    root = tmp_path_factory.mktemp("fleet")
+    with redis_server(root) as redis_url, chroma_server(root) as (host, port):
+        yield {"redis_url": redis_url, "host": host, "port": port, "root": root}
+
+
+class FleetHarness:
+    def __init__(self, services, collection: str) -> None:
+        self.env = {**os.environ, "HEADWATER_REDIS_URL": services["redis_url"], "HEADWATER_CHROMA_HOST": services["host"],
+                    "HEADWATER_CHROMA_PORT": str(services["port"]), "HEADWATER_COLLECTION": collection,
+                    "HEADWATER_FLUSH_DELAY_SECONDS": "0.5", "HEADWATER_FLUSH_LEASE_SECONDS": "10",
+                    "HEADWATER_RUN_WINDOW": "4"}
+        self.settings = Settings(redis_url=services["redis_url"], chroma_host=services["host"],
+                                 chroma_port=services["port"], collection=collection)
+        self.redis = redis.Redis.from_url(services["redis_url"])
+        self.workers: list[subprocess.Popen] = []
+        self.logs = services["root"]
+
+    def start_worker(self, name: str) -> subprocess.Popen:
+        log = open(self.logs / f"worker-{name}.log", "ab")
+        process = subprocess.Popen([sys.executable, "-m", "headwater.cli", "worker", "-c", "1"], env=self.env,
+                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.workers.append(process)
+        return process
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "headwater.cli", *args], env=self.env, capture_output=True,
+                              text=True, timeout=600)
+
+    def stop(self) -> None:
+        for process in self.workers:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+        for process in self.workers:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+
+    def records(self):
+        from headwater.chroma_store import ChromaStore
+
+        got = ChromaStore.from_settings(self.settings, create=False).collection.get(include=["documents", "metadatas"])
+        return {i: (d, m) for i, d, m in zip(got["ids"], got["documents"], got["metadatas"])}
+
+    def embedded_texts(self) -> dict[str, int]:
+        return {side: int(self.redis.get(f"headwater:stats:embedded-texts:{side}") or 0) for side in ("dense", "sparse")}
+
+
+@pytest.fixture
+def fleet(services, request):
+    harness = FleetHarness(services, f"fleet-{request.node.name[-40:].replace('_', '-')}".strip("-"))
+    yield harness
+    harness.stop()
+
+
+def _embedded_records(folder, tmp_path, source_id):
+    from headwater.embedded import open_engine
+    from connectors.folder import FolderConnector
+
+    with open_engine(Settings(chroma_path=tmp_path / "embedded", collection="embedded")) as engine:
+        engine.sync(FolderConnector(source_id, folder))
+        got = engine.store.collection.get(include=["documents", "metadatas"])
+    return {i: (d, m) for i, d, m in zip(got["ids"], got["documents"], got["metadatas"])}
+
+
+def test_fleet_sync_equals_embedded_sync(fleet, tmp_path):
+    folder = tmp_path / "docs"
+    shutil.copytree(EXAMPLES, folder)
+    fleet.start_worker("a")
+    fleet.start_worker("b")
+    result = fleet.cli("sync", str(folder), "--fleet", "--wait", "--source-id", "docs")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "complete" in result.stdout
+    assert fleet.records() == _embedded_records(folder, tmp_path, "docs")
+
+
+def test_the_same_change_five_times_is_embedded_once(fleet, tmp_path):
+    folder = tmp_path / "docs"
+    shutil.copytree(EXAMPLES / "ops", folder)
+    before = fleet.embedded_texts()
+    queued = [fleet.cli("sync", str(folder), "--fleet", "--source-id", "dup") for _ in range(5)]
+    assert all(r.returncode == 0 for r in queued)
+    fleet.start_worker("a")
+    from headwater.fleet import redis_client
+    from headwater.runs import RunStore
+
+    runs = RunStore(redis_client(fleet.settings))
+    wait_until(lambda: all(r.status.finished for r in runs.list(5)), 300, "five runs")
+    texts = {d for d, _ in fleet.records().values()}
+    after = fleet.embedded_texts()
+    assert after["dense"] - before["dense"] == len(texts) == after["sparse"] - before["sparse"]
+    assert all(r.status.value == "complete" for r in runs.list(5))

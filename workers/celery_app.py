@@ -1,0 +1,36 @@
+"""The Celery application: configuration from Settings, JSON only, delivery that survives dead workers."""
+
+from __future__ import annotations
+
+from celery import Celery
+
+from headwater.settings import Settings, load_settings
+from workers import names
+
+
+def create_app(settings: Settings) -> Celery:
+    """A Celery app for these settings (broker and result-free; tasks never wait on each other)."""
+    app = Celery("headwater", broker=settings.redis_url.get_secret_value(), include=["workers.tasks"])
+    app.conf.update(
+        task_serializer="json", accept_content=["json"], result_serializer="json",
+        task_ignore_result=True, result_backend=None,
+        task_routes={task: {"queue": queue} for task, queue in names.ROUTES.items()},
+        task_default_queue=names.SYNC_QUEUE,
+        # A task is acknowledged after it ran, and a pool child that dies (OOM, SIGKILL) puts it
+        # back; tasks are idempotent (deterministic ids, content-hash dedupe), so a replay is safe.
+        task_acks_late=True, task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,  # a slow document must not hold others hostage in a prefetch
+        broker_transport_options={
+            # Unacknowledged messages return to the queue after this long. It must exceed the
+            # longest task (a 200 MB document through the parse stage), or a task runs twice at once.
+            "visibility_timeout": settings.visibility_timeout_seconds,
+            # How often kombu looks for messages of dead workers to restore (default 60 s).
+            "unacked_restore_interval": 5,
+        },
+        broker_connection_retry_on_startup=True,
+        worker_hijack_root_logger=False,
+    )
+    return app
+
+
+app = create_app(load_settings())
