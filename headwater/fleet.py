@@ -41,9 +41,6 @@ from workers.upsert import BatchWriter
 
 log = logging.getLogger(__name__)
 _K = "headwater:"
-READY = _K + "ready"  # documents whose vectors are complete, waiting for a batch
-LEASES = _K + "flush-leases"  # batch token -> lease start
-FLUSH_SCHEDULED = _K + "flush-scheduled"
 EMBEDDED_TEXTS = _K + "stats:embedded-texts"  # texts that went through a model, all runs
 
 
@@ -62,7 +59,13 @@ class Fleet:
         self.send = send  # send(task_name, args, countdown=None): enqueue a step
         self.redis = redis_client(settings)
         self.runs = RunStore(self.redis)
-        self.payloads = PayloadStore(self.redis, settings.visibility_timeout_seconds * 2)
+        # Payloads outlive any retry schedule: a run must not lose a document to an expiry.
+        self.payloads = PayloadStore(self.redis, settings.visibility_timeout_seconds * 24)
+        # Write-side state belongs to one collection: workers of another collection never touch it.
+        self.ns = f"{_K}{settings.collection}:"
+        self.ready = self.ns + "ready"  # documents whose vectors are complete, waiting for a batch
+        self.leases = self.ns + "flush-leases"  # batch token -> lease start
+        self.flush_scheduled = self.ns + "flush-scheduled"
 
     @functools.cached_property
     def store(self) -> ChromaStore:
@@ -95,11 +98,16 @@ class Fleet:
     def _run_key(self, run_id: str, part: str) -> str:
         return f"{_K}run:{run_id}:{part}"
 
-    def _done(self, run_id: str, counter: str | None = None) -> None:
-        """One document of the run reached its end (indexed, unchanged, skipped or failed)."""
-        if counter:
-            self.runs.count(run_id, counter)
-        self.redis.hincrby(f"{_K}run:{run_id}", "done", 1)
+    def _done(self, run_id: str, uri: str, counter: str | None = None) -> None:
+        """A document of the run reached its end (indexed, unchanged, skipped or failed), counted once.
+
+        A task redelivered after a worker died may get here twice for one document; the set
+        keeps the run's arithmetic right so it neither finishes early nor hangs.
+        """
+        if self.redis.sadd(self._run_key(run_id, "done"), uri):
+            if counter:
+                self.runs.count(run_id, counter)
+            self.redis.hincrby(f"{_K}run:{run_id}", "done", 1)
 
     def _connector(self, run_id: str) -> Any:
         spec = json.loads(self.redis.get(self._run_key(run_id, "source")))
@@ -175,7 +183,7 @@ def _finish(fleet: Fleet, run_id: str) -> None:
             if uri in stored and fleet.runs.claim_document(run.source_id, uri, run.seq):
                 fleet.store.delete(stored[uri].ids)
                 fleet.runs.count(run_id, "deleted")
-    fleet.redis.delete(fleet._run_key(run_id, "gone"), fleet._run_key(run_id, "todo"))
+    fleet.redis.delete(fleet._run_key(run_id, "gone"), fleet._run_key(run_id, "todo"), fleet._run_key(run_id, "done"))
     fleet.runs.finish(run_id)
 
 
@@ -184,30 +192,31 @@ def fetch(fleet: Fleet, run_id: str, change_json: dict[str, Any]) -> None:
     change = DocumentChange.from_json(change_json)
     run = fleet.runs.get(run_id)
     if run is None or fleet.runs.is_cancelled(run_id):
-        fleet._done(run_id) if run else None
+        if run:
+            fleet._done(run_id, change.uri)
         return
     connector = fleet._connector(run_id)
     try:
         fetched = fetch_document(connector, change.uri, fleet.settings.max_document_bytes)
     except DocumentVanished:
-        fleet._done(run_id, "unchanged")  # the run's deletion pass or the next one removes it
+        fleet._done(run_id, change.uri, "unchanged")  # the run's deletion pass or the next one removes it
         return
     except PermanentDocumentError as exc:
         fleet.runs.record_error(run_id, change.uri, str(exc))
-        fleet._done(run_id)
+        fleet._done(run_id, change.uri)
         return
     stored = fleet.store.documents(change.source_id, [change.uri]).get(change.uri)
     if stored and stored.complete and stored.doc_hash == fetched.doc_hash:
         touched = {keys.DOC_VERSION: change.version or fetched.doc_hash, "modified_time": fetched.modified_time}
         by_id = stored.by_id()
         fleet.store.update_metadata(list(by_id), [{**m, **touched} for m in by_id.values()])
-        fleet._done(run_id, "unchanged")
+        fleet._done(run_id, change.uri, "unchanged")
         return
     # The same content of the same document is worked on once, however often its change arrives.
-    claim = f"{_K}claim:{change.source_id}:{change.uri}:{fetched.doc_hash}"
+    claim = f"{fleet.ns}claim:{change.source_id}:{change.uri}:{fetched.doc_hash}"
     if not fleet.redis.set(claim, run_id, nx=True, ex=fleet.settings.visibility_timeout_seconds):
         if (fleet.redis.get(claim) or b"").decode() != run_id:
-            fleet._done(run_id, "unchanged")
+            fleet._done(run_id, change.uri, "unchanged")
             return
     key = fleet.payloads.put_bytes("doc", fetched.data)
     facts = DocumentFacts(source_id=change.source_id, uri=change.uri, doc_version=change.version or fetched.doc_hash,
@@ -221,7 +230,7 @@ def parse(fleet: Fleet, run_id: str, payload_key: str, facts_json: dict[str, Any
     data = fleet.payloads.get_bytes(payload_key)
     if data is None:  # Redis lost it (restart): the next reconciliation pass reads the document again
         fleet.runs.record_error(run_id, facts_json["uri"], "in-flight payload lost (Redis restarted); the next sync retries it")
-        fleet._done(run_id)
+        fleet._done(run_id, facts_json["uri"])
         return
     s = fleet.settings
     try:
@@ -232,7 +241,7 @@ def parse(fleet: Fleet, run_id: str, payload_key: str, facts_json: dict[str, Any
             fleet.runs.record_error(run_id, facts_json["uri"], str(exc))
         fleet.redis.delete(claim)
         fleet.payloads.delete(payload_key)
-        fleet._done(run_id)
+        fleet._done(run_id, facts_json["uri"])
         return
     facts = DocumentFacts(**{**facts_json, "mime_type": parsed.mime_type, "parser": parsed.parser})
     stored = fleet.store.documents(facts.source_id, [facts.uri]).get(facts.uri)
@@ -251,37 +260,40 @@ def parse(fleet: Fleet, run_id: str, payload_key: str, facts_json: dict[str, Any
         _ready(fleet, doc_key)
 
 
-def _missing_texts(doc: dict[str, Any], cache: str, fleet: Fleet) -> dict[str, str]:
-    """content hash -> text for records without vectors and not in this model's cache."""
-    wanted = {r["metadata"][keys.CONTENT_HASH]: r["text"] for r in doc["records"] if r["vectors"] is None}
-    hashes = list(wanted)
-    cached = fleet.redis.mget([f"{cache}{h}" for h in hashes]) if hashes else []
-    return {h: wanted[h] for h, hit in zip(hashes, cached) if hit is None}
-
-
 def embed(fleet: Fleet, doc_key: str, side: str) -> None:
-    """Compute one side's vectors (dense or sparse) for a planned document, then join."""
+    """Compute one side's vectors (dense or sparse) for a planned document, then join.
+
+    Vectors go into the document's own payload (what flush reads) and into a shared cache by
+    content hash, so a replayed or duplicated document is not embedded again.
+    """
     doc = fleet.payloads.get_json(doc_key)
     if doc is None:
         return
-    cache = f"{_K}vec:{side}:"
-    missing = _missing_texts(doc, cache, fleet)
+    wanted = {r["metadata"][keys.CONTENT_HASH]: r["text"] for r in doc["records"] if r["vectors"] is None}
+    cache = f"{fleet.ns}vec:{side}:"
+    hashes = list(wanted)
+    cached = dict(zip(hashes, fleet.redis.mget([cache + h for h in hashes]))) if hashes else {}
+    missing = [h for h in hashes if cached[h] is None]
     if missing:
-        texts = list(missing.values())
+        texts = [wanted[h] for h in missing]
         if side == "dense":
             values = [json.dumps(v.tolist()) for v in fleet.dense.embed(texts)]
         else:
             values = [encode_sparse(i, v) for i, v in fleet.sparse.encode(texts)]
-        pipe = fleet.redis.pipeline()
-        for h, value in zip(missing, values):
-            pipe.set(f"{cache}{h}", value, ex=fleet.settings.visibility_timeout_seconds * 2)
-        pipe.incrby(f"{EMBEDDED_TEXTS}:{side}", len(texts))
-        pipe.execute()
+        cached.update(zip(missing, (v.encode() for v in values)))
+        fleet.redis.incrby(f"{EMBEDDED_TEXTS}:{side}", len(texts))
+    ttl = fleet.settings.visibility_timeout_seconds * 2
+    pipe = fleet.redis.pipeline()
+    for h in missing:
+        pipe.set(cache + h, cached[h], ex=ttl)
+    if cached:
+        pipe.hset(f"{doc_key}:{side}", mapping=cached)
+        pipe.expire(f"{doc_key}:{side}", ttl)
     # The join: whichever side finishes second marks the document ready (a set, so replays are harmless).
-    parts = doc_key + ":parts"
-    fleet.redis.sadd(parts, side)
-    fleet.redis.expire(parts, fleet.settings.visibility_timeout_seconds * 2)
-    if fleet.redis.scard(parts) == 2:
+    pipe.sadd(doc_key + ":parts", side)
+    pipe.expire(doc_key + ":parts", ttl)
+    pipe.execute()
+    if fleet.redis.scard(doc_key + ":parts") == 2:
         _ready(fleet, doc_key)
 
 
@@ -295,10 +307,10 @@ def embed_dense(fleet: Fleet, doc_key: str) -> None:
 
 def _ready(fleet: Fleet, doc_key: str) -> None:
     """Add a document to the upsert batch; flush now if the batch is full, else within flush_delay."""
-    fleet.redis.sadd(READY, doc_key)
-    if fleet.redis.scard(READY) >= fleet.store.batch_limit // 8:
+    fleet.redis.sadd(fleet.ready, doc_key)
+    if fleet.redis.scard(fleet.ready) >= fleet.store.batch_limit // 8:
         fleet.send(names.FLUSH, [])
-    elif fleet.redis.set(FLUSH_SCHEDULED, 1, nx=True, px=int(fleet.settings.flush_delay_seconds * 1000)):
+    elif fleet.redis.set(fleet.flush_scheduled, 1, nx=True, px=int(fleet.settings.flush_delay_seconds * 1000)):
         fleet.send(names.FLUSH, [], countdown=fleet.settings.flush_delay_seconds)
 
 
@@ -306,12 +318,12 @@ def flush(fleet: Fleet) -> None:
     """Write a batch of ready documents to Chroma, across documents, bounded by the store's limit."""
     _reclaim_expired(fleet)
     token = uuid.uuid4().hex
-    inflight = f"{_K}inflight:{token}"
-    fleet.redis.zadd(LEASES, {token: time.time()})
+    inflight = f"{fleet.ns}inflight:{token}"
+    fleet.redis.zadd(fleet.leases, {token: time.time()})
     docs: list[tuple[str, dict[str, Any]]] = []
     records = 0
     while records < fleet.store.batch_limit:
-        doc_key = fleet.redis.spop(READY)
+        doc_key = fleet.redis.spop(fleet.ready)
         if doc_key is None:
             break
         doc_key = doc_key.decode()
@@ -321,57 +333,70 @@ def flush(fleet: Fleet) -> None:
             docs.append((doc_key, doc))
             records += len(doc["records"])
     try:
-        _write(fleet, docs)
+        docs = _write(fleet, docs)
     except Exception:
         # Put the batch back for the retry (or the next flush) before giving up this attempt.
-        fleet.redis.sunionstore(READY, [READY, inflight])
+        fleet.redis.sunionstore(fleet.ready, [fleet.ready, inflight])
         fleet.redis.delete(inflight)
-        fleet.redis.zrem(LEASES, token)
+        fleet.redis.zrem(fleet.leases, token)
         raise
     for doc_key, doc in docs:
-        fleet._done(doc["run_id"], "indexed")
+        fleet._done(doc["run_id"], doc["uri"], "indexed")
         fleet.redis.delete(doc["claim"])
-        fleet.payloads.delete(doc_key, doc_key + ":parts")
+        fleet.payloads.delete(doc_key, doc_key + ":parts", doc_key + ":dense", doc_key + ":sparse")
     fleet.redis.delete(inflight)
-    fleet.redis.zrem(LEASES, token)
-    if fleet.redis.scard(READY):
+    fleet.redis.zrem(fleet.leases, token)
+    if fleet.redis.scard(fleet.ready):
         fleet.send(names.FLUSH, [])
 
 
-def _write(fleet: Fleet, docs: list[tuple[str, dict[str, Any]]]) -> None:
+def _write(fleet: Fleet, docs: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, dict[str, Any]]]:
+    """Write the batch; returns the documents written (or skipped as superseded)."""
     writer = BatchWriter(fleet.store)
-    for _, doc in docs:
+    written = []
+    for doc_key, doc in docs:
         run = fleet.runs.get(doc["run_id"])
         if run is not None and not fleet.runs.claim_document(doc["source_id"], doc["uri"], run.seq):
-            continue  # a newer run already wrote this document
-        hashes = [r["metadata"][keys.CONTENT_HASH] for r in doc["records"] if r["vectors"] is None]
-        dense = fleet.redis.mget([f"{_K}vec:dense:{h}" for h in hashes]) if hashes else []
-        sparse = fleet.redis.mget([f"{_K}vec:sparse:{h}" for h in hashes]) if hashes else []
-        cached = {h: (json.loads(d), s.decode()) for h, d, s in zip(hashes, dense, sparse) if d and s}
+            written.append((doc_key, doc))  # a newer run already wrote this document
+            continue
+        dense = {k.decode(): v for k, v in fleet.redis.hgetall(f"{doc_key}:dense").items()}
+        sparse = {k.decode(): v for k, v in fleet.redis.hgetall(f"{doc_key}:sparse").items()}
         out = []
         for r in doc["records"]:
-            vectors = r["vectors"] or cached.get(r["metadata"][keys.CONTENT_HASH])
-            if vectors is None:
-                raise RuntimeError(f"vectors of a chunk of {doc['uri']} expired before it was written; it is retried")
-            embedding, sparse_vector = vectors
+            h = r["metadata"][keys.CONTENT_HASH]
+            if r["vectors"] is not None:
+                embedding, sparse_vector = r["vectors"]
+            elif h in dense and h in sparse:
+                embedding, sparse_vector = json.loads(dense[h]), sparse[h].decode()
+            else:
+                break
             out.append(ChunkRecord(r["id"], r["text"], {**r["metadata"], keys.SPARSE: sparse_vector},
                                    [float(x) for x in embedding]))
-        writer.upsert(out)
-        for record_id, metadata in doc["updates"].items():
-            writer.update(record_id, metadata)
-        writer.delete(doc["stale"])
+        else:
+            writer.upsert(out)
+            for record_id, metadata in doc["updates"].items():
+                writer.update(record_id, metadata)
+            writer.delete(doc["stale"])
+            written.append((doc_key, doc))
+            continue
+        # Its vectors expired (a long outage): embed this document again rather than hold up the batch.
+        log.warning("vectors of %s expired before it was written; embedding it again", doc["uri"])
+        fleet.redis.delete(doc_key + ":parts")
+        fleet.send(names.EMBED_SPARSE, [doc_key])
+        fleet.send(names.EMBED_DENSE, [doc_key])
     writer.flush()
+    return written
 
 
 def _reclaim_expired(fleet: Fleet) -> None:
     """Batches whose flushing worker died go back to the ready set."""
     cutoff = time.time() - fleet.settings.flush_lease_seconds
-    for token in fleet.redis.zrangebyscore(LEASES, "-inf", cutoff):
+    for token in fleet.redis.zrangebyscore(fleet.leases, "-inf", cutoff):
         token = token.decode()
-        inflight = f"{_K}inflight:{token}"
-        fleet.redis.sunionstore(READY, [READY, inflight])
+        inflight = f"{fleet.ns}inflight:{token}"
+        fleet.redis.sunionstore(fleet.ready, [fleet.ready, inflight])
         fleet.redis.delete(inflight)
-        fleet.redis.zrem(LEASES, token)
+        fleet.redis.zrem(fleet.leases, token)
 
 
 __all__ = ["Fleet", "enqueue_sync", "sync_source", "feed", "fetch", "parse", "embed", "flush", "Op"]

@@ -52,7 +52,7 @@ class Settings(BaseSettings):
     # that cannot be recomputed: Chroma is the record of what is indexed).
     redis_url: SecretStr = SecretStr("redis://127.0.0.1:6379/0")
     # Longer than the slowest task, or Redis redelivers a task that is still running.
-    visibility_timeout_seconds: int = Field(default=3600, ge=60)
+    visibility_timeout_seconds: int = Field(default=3600, ge=5)
     # Upserts are flushed when this many records are ready, or this long after the first one.
     flush_delay_seconds: float = Field(default=2.0, gt=0)
     # Documents of one run in flight at once: keeps a backfill from starving other sources.

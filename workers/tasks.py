@@ -46,7 +46,7 @@ class StepTask(Task):
             uri = args[1]["uri"] if self.name == names.FETCH else args[2]["uri"]
             _fleet().runs.record_error(args[0], uri, f"gave up after {self.max_retries} retries: "
                                                      f"{type(exc).__name__}")
-            _fleet()._done(args[0])
+            _fleet()._done(args[0], uri)
 
 
 def _step(name: str):

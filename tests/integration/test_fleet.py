@@ -31,7 +31,7 @@ class FleetHarness:
         self.env = {**os.environ, "HEADWATER_REDIS_URL": services["redis_url"], "HEADWATER_CHROMA_HOST": services["host"],
                     "HEADWATER_CHROMA_PORT": str(services["port"]), "HEADWATER_COLLECTION": collection,
                     "HEADWATER_FLUSH_DELAY_SECONDS": "0.5", "HEADWATER_FLUSH_LEASE_SECONDS": "10",
-                    "HEADWATER_RUN_WINDOW": "4", "COLUMNS": "200"}
+                    "HEADWATER_RUN_WINDOW": "4", "COLUMNS": "200", "HEADWATER_VISIBILITY_TIMEOUT_SECONDS": "20"}
         self.settings = Settings(redis_url=services["redis_url"], chroma_host=services["host"],
                                  chroma_port=services["port"], collection=collection)
         self.redis = redis.Redis.from_url(services["redis_url"])
@@ -136,3 +136,66 @@ def test_the_same_change_five_times_is_embedded_once(fleet, tmp_path):
     after = fleet.embedded_texts()
     assert after["dense"] - before["dense"] == len(texts) == after["sparse"] - before["sparse"]
     assert all(r.status.value == "complete" for r in runs.list(5))
+
+
+def _corpus(tmp_path, copies: int):
+    folder = tmp_path / "corpus"
+    for n in range(copies):
+        shutil.copytree(EXAMPLES, folder / f"copy-{n}")
+    return folder
+
+
+def _run_when_midway(fleet, run_id: str):
+    from headwater.fleet import redis_client
+    from headwater.runs import RunStore
+
+    runs = RunStore(redis_client(fleet.settings))
+    wait_until(lambda: runs.get(run_id).counters["indexed"] >= 2, 300, "the run to get going")
+    assert not runs.get(run_id).status.finished, "the run finished before the kill: make the corpus larger"
+    return runs
+
+
+def _queue(fleet, folder, source_id: str) -> str:
+    result = fleet.cli("sync", str(folder), "--fleet", "--source-id", source_id)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.split("queued run ")[1].split()[0]
+
+
+def _assert_complete_once(fleet, runs, run_id, folder, tmp_path, source_id):
+    wait_until(lambda: runs.get(run_id).status.finished, 600, "the run to finish")
+    run = runs.get(run_id)
+    documents = [p for p in folder.rglob("*") if p.is_file()]
+    assert run.status.value == "complete", run.to_json()
+    assert run.counters["indexed"] == len(documents)  # each document written once
+    records = fleet.records()
+    by_uri: dict[str, list] = {}
+    for _, metadata in records.values():
+        by_uri.setdefault(metadata["uri"], []).append(metadata)
+    assert len(by_uri) == len(documents)  # nothing missing
+    for chunks in by_uri.values():  # no partial or doubled documents
+        assert sorted(m["chunk_index"] for m in chunks) == list(range(chunks[0]["chunk_count"]))
+
+
+def test_a_killed_pool_child_loses_nothing(fleet, tmp_path):
+    import psutil
+
+    folder = _corpus(tmp_path, 3)
+    worker = fleet.start_worker("a")
+    run_id = _queue(fleet, folder, "kill-child")
+    runs = _run_when_midway(fleet, run_id)
+    children = psutil.Process(worker.pid).children(recursive=True)
+    assert children
+    for child in children:
+        child.send_signal(signal.SIGKILL)
+    _assert_complete_once(fleet, runs, run_id, folder, tmp_path, "kill-child")
+
+
+def test_a_killed_worker_loses_nothing_after_restart(fleet, tmp_path):
+    folder = _corpus(tmp_path, 3)
+    worker = fleet.start_worker("a")
+    run_id = _queue(fleet, folder, "kill-worker")
+    runs = _run_when_midway(fleet, run_id)
+    os.killpg(worker.pid, signal.SIGKILL)  # the whole worker, main process and pool, mid-batch
+    worker.wait(timeout=30)
+    fleet.start_worker("b")
+    _assert_complete_once(fleet, runs, run_id, folder, tmp_path, "kill-worker")
