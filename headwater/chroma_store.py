@@ -146,7 +146,7 @@ class ChromaStore:
                       .delete_index(config=StringInvertedIndexConfig(), key=SPARSE))
         models = {DENSE_MODEL_KEY: dense_model, SPARSE_MODEL_KEY: sparse_model}
         collection = self.client.get_or_create_collection(
-            name, schema=schema, metadata={k: v for k, v in models.items() if v},
+            name, schema=schema, metadata={k: v for k, v in models.items() if v} or None,
             embedding_function=None)
         existing = collection.metadata or {}
         for key, wanted in models.items():

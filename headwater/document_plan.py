@@ -62,7 +62,8 @@ def plan_document(facts: DocumentFacts, chunks: list[Chunk], stored: StoredDocum
             plan.records.append(ChunkRecord(record_id, chunk.text, metadata))
             continue
         plan.kept += 1
-        metadata[keys.SPARSE] = old.get(keys.SPARSE, "")
+        if keys.SPARSE in old:
+            metadata[keys.SPARSE] = old[keys.SPARSE]
         if any(old.get(k) != v for k, v in metadata.items()):
             plan.updates[record_id] = metadata
     kept = set(ids)

@@ -26,7 +26,8 @@ def open_sparse_index(store: ChromaStore, directory: Path | None, *, save: bool)
     """The persisted index if it matches the collection, else one rebuilt from the collection."""
     index = SparseIndex.load(directory) if directory else None
     if index is None or len(index) != store.count():
-        index = SparseIndex.rebuild(store.collection, directory)
+        # A reader rebuilds in memory: only the writer (holding the lock) may touch the directory.
+        index = SparseIndex.rebuild(store.collection, directory if save else None)
         if save:
             index.persist()
     return index

@@ -97,3 +97,14 @@ def test_python_api_matches_the_searcher(harness):
     via_api = headwater.search("which file types are supported", k=5, uri_prefix="", searcher=searcher)
     direct = searcher.search("which file types are supported", k=5)
     assert [h.to_json() for h in via_api] == [h.to_json() for h in direct]
+
+
+def test_a_reader_never_writes_the_writers_index(harness):
+    from headwater.embedded import open_sparse_index
+    from headwater.sparse_index import DIRTY, MANIFEST
+
+    harness.sync()
+    (harness.index_dir / MANIFEST).unlink()  # the saved index is unusable: the reader must rebuild
+    index = open_sparse_index(harness.store, harness.index_dir, save=False)
+    assert len(index) == harness.store.count()
+    assert not (harness.index_dir / DIRTY).exists() and not (harness.index_dir / MANIFEST).exists()

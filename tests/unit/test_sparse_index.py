@@ -114,3 +114,26 @@ def test_accept_filters_are_applied_before_the_cut():
     hits = index.search(terms, values, k=10, accept=lambda rows: [index.sources[r] == "small" for r in rows])
     assert len(hits) == 10 and all(records[i]["source_id"] == "small" for i, _ in hits)
     assert index.search(terms, values, k=5, accept=lambda rows: [False] * len(rows)) == []
+
+
+def test_an_overwrite_without_a_vector_removes_the_old_row():
+    rng = np.random.default_rng(6)
+    index = SparseIndex()
+    record = _record(rng)
+    index.upsert(["a"], [record])
+    index.upsert(["a"], [{"source_id": "s", "uri": "a.md"}])  # no sparse vector this time
+    assert len(index) == 0
+    assert index.search(np.arange(2000), np.ones(2000), k=5) == []
+
+
+def test_long_uris_do_not_inflate_the_saved_index(tmp_path):
+    rng = np.random.default_rng(7)
+    index = SparseIndex(tmp_path / "idx")
+    records = {f"r{n}": _record(rng, uri=f"d/{n}.md") for n in range(500)}
+    records["long"] = _record(rng, uri="x" * 2000 + ".md")
+    index.upsert(list(records), list(records.values()))
+    index.persist()
+    size = sum(p.stat().st_size for p in (tmp_path / "idx").iterdir())
+    assert size < 200_000
+    loaded = SparseIndex.load(tmp_path / "idx")
+    assert loaded.uris == index.uris and loaded.ids == index.ids
