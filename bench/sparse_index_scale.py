@@ -318,7 +318,11 @@ def hybrid_phase(synth: Synthesiser, pool_texts: list[str], query_texts: list[st
     rebuild_s = perf_counter() - t0
     assert len(index) == chunks
 
-    dense = DenseEmbedder()
+    # The query side as open_searcher configures it: one thread per model, both sides in parallel.
+    import torch
+
+    torch.set_num_threads(1)
+    dense = DenseEmbedder(threads=1)
     searcher = Searcher(store, dense, sparse, index, tmp / "idx")
     for q in query_texts[:3]:
         searcher.search(q, k=10, mode="hybrid")

@@ -199,3 +199,24 @@ def test_a_killed_worker_loses_nothing_after_restart(fleet, tmp_path):
     worker.wait(timeout=30)
     fleet.start_worker("b")
     _assert_complete_once(fleet, runs, run_id, folder, tmp_path, "kill-worker")
+
+
+def test_a_small_source_is_served_while_a_large_one_backfills(fleet, tmp_path):
+    from headwater.fleet import redis_client
+    from headwater.runs import RunStore
+
+    large = _corpus(tmp_path, 5)
+    small = tmp_path / "small"
+    small.mkdir()
+    (small / "hotfix.md").write_text("# Hotfix\n\nRoll back the deployment before investigating.\n")
+    fleet.start_worker("a")
+    large_run = _queue(fleet, large, "large")
+    runs = _run_when_midway(fleet, large_run)
+    queued_at = time.monotonic()
+    small_run = _queue(fleet, small, "small")
+    wait_until(lambda: runs.get(small_run).status.finished, 240, "the small run")
+    waited = time.monotonic() - queued_at
+    assert runs.get(small_run).status.value == "complete"
+    assert not runs.get(large_run).status.finished, "the backfill ended first: the small run may have waited for it"
+    assert waited < 90, f"the small source waited {waited:.0f}s"
+    wait_until(lambda: runs.get(large_run).status.finished, 600, "the large run")
