@@ -202,9 +202,6 @@ def test_a_killed_worker_loses_nothing_after_restart(fleet, tmp_path):
 
 
 def test_a_small_source_is_served_while_a_large_one_backfills(fleet, tmp_path):
-    from headwater.fleet import redis_client
-    from headwater.runs import RunStore
-
     large = _corpus(tmp_path, 5)
     small = tmp_path / "small"
     small.mkdir()

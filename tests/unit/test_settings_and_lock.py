@@ -35,7 +35,7 @@ def test_sources_from_toml(tmp_path):
     assert settings.source("handbook").options == {"path": "docs"}
     config.write_text(config.read_text() * 2)
     with pytest.raises(ValueError, match="declared twice"):
-        Settings(config_file=config).sources
+        _ = Settings(config_file=config).sources
 
 
 def test_exit_code_reflects_failures():
