@@ -31,14 +31,14 @@ def wait_until(check, seconds: float, what: str) -> None:
 
 
 @contextmanager
-def redis_server(workdir: Path) -> Iterator[str]:
-    """A private redis-server (nothing on disk) on a free port; yields its URL."""
+def redis_server(workdir: Path, port: int | None = None) -> Iterator[str]:
+    """A private redis-server (nothing on disk) on a free (or the given) port; yields its URL."""
     binary = shutil.which("redis-server")
     if binary is None:
         raise RuntimeError("redis-server is not installed; install Redis (Debian: apt-get install redis-server)")
     import redis
 
-    port = free_port()
+    port = port or free_port()
     process = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
                                 "--dir", str(workdir)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"redis://127.0.0.1:{port}/0"
@@ -51,14 +51,14 @@ def redis_server(workdir: Path) -> Iterator[str]:
 
 
 @contextmanager
-def chroma_server(workdir: Path) -> Iterator[tuple[str, int]]:
-    """`chroma run` on a free port (the server that ships in the chromadb wheel); yields (host, port)."""
+def chroma_server(workdir: Path, port: int | None = None) -> Iterator[tuple[str, int]]:
+    """`chroma run` on a free (or the given) port, data under workdir/data; yields (host, port)."""
     import sys
     import urllib.request
 
     binary = Path(sys.executable).with_name("chroma")
-    port = free_port()
-    log = open(workdir / "chroma.log", "wb")
+    port = port or free_port()
+    log = open(workdir / "chroma.log", "ab")
     process = subprocess.Popen([str(binary), "run", "--path", str(workdir / "data"), "--host", "127.0.0.1",
                                 "--port", str(port)], stdout=log, stderr=subprocess.STDOUT,
                                env={**__import__("os").environ, "RUST_LOG": "warn"})

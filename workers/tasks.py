@@ -1,7 +1,7 @@
 """Celery tasks: thin wrappers that call the plain step functions in headwater.fleet.
 
 Retries: any failure inside a step other than a bad document (those are recorded, not raised)
-is retried with exponential backoff and full jitter: Chroma restarting, Redis failing over,
+is retried with exponential backoff and jitter: Chroma restarting, Redis failing over,
 a source returning 5xx. After the last retry the document is recorded as failed in its run,
 so a run always finishes.
 """
@@ -38,8 +38,10 @@ class StepTask(Task):
     max_retries = load_settings().task_max_retries
 
     def retry_later(self, exc: Exception) -> None:
-        delay = random.uniform(0, min(60.0, 2.0 ** self.request.retries))  # full jitter
-        raise self.retry(exc=exc, countdown=delay)
+        # Exponential backoff with "equal jitter": half the step is guaranteed, so the retries
+        # span a few minutes (a Chroma restart) rather than possibly all landing in one second.
+        step = min(60.0, 2.0 ** self.request.retries)
+        raise self.retry(exc=exc, countdown=step / 2 + random.uniform(0, step / 2))
 
     def on_failure(self, exc, task_id, args, kwargs, einfo) -> None:  # noqa: ANN001  (Celery's signature)
         if self.name in (names.FETCH, names.PARSE) and args:

@@ -167,6 +167,10 @@ def _assert_complete_once(fleet, runs, run_id, folder, tmp_path, source_id):
     documents = [p for p in folder.rglob("*") if p.is_file()]
     assert run.status.value == "complete", run.to_json()
     assert run.counters["indexed"] == len(documents)  # each document written once
+    _assert_collection_complete(fleet, documents)
+
+
+def _assert_collection_complete(fleet, documents):
     records = fleet.records()
     by_uri: dict[str, list] = {}
     for _, metadata in records.values():
@@ -217,3 +221,59 @@ def test_a_small_source_is_served_while_a_large_one_backfills(fleet, tmp_path):
     assert not runs.get(large_run).status.finished, "the backfill ended first: the small run may have waited for it"
     assert waited < 90, f"the small source waited {waited:.0f}s"
     wait_until(lambda: runs.get(large_run).status.finished, 600, "the large run")
+
+
+@pytest.fixture
+def own_services(tmp_path):
+    """Services this test may stop and restart (same ports, same data)."""
+    from tests.services import free_port
+
+    return {"root": tmp_path, "redis_port": free_port(), "chroma_port": free_port()}
+
+
+def test_a_chroma_outage_of_30_seconds_mid_run(own_services, tmp_path):
+    root = own_services["root"]
+    with redis_server(root, own_services["redis_port"]) as redis_url:
+        services = {"redis_url": redis_url, "host": "127.0.0.1", "port": own_services["chroma_port"], "root": root}
+        fleet = FleetHarness(services, "outage")
+        folder = _corpus(tmp_path, 3)
+        try:
+            with chroma_server(root, own_services["chroma_port"]):
+                fleet.start_worker("a")
+                run_id = _queue(fleet, folder, "outage")
+                runs = _run_when_midway(fleet, run_id)
+            time.sleep(30)  # Chroma is down: reads and writes fail and are retried
+            assert not runs.get(run_id).status.finished
+            with chroma_server(root, own_services["chroma_port"]):
+                _assert_complete_once(fleet, runs, run_id, folder, tmp_path, "outage")
+        finally:
+            fleet.stop()
+
+
+def test_redis_restarted_empty_costs_time_not_data(own_services, tmp_path):
+    root = own_services["root"]
+    folder = _corpus(tmp_path, 2)
+    with chroma_server(root, own_services["chroma_port"]) as (host, port):
+        with redis_server(root, own_services["redis_port"]) as redis_url:
+            fleet = FleetHarness({"redis_url": redis_url, "host": host, "port": port, "root": root}, "redis-loss")
+            try:
+                fleet.start_worker("a")
+                run_id = _queue(fleet, folder, "redis-loss")
+                _run_when_midway(fleet, run_id)
+            except BaseException:
+                fleet.stop()
+                raise
+        # Redis is gone with every queue, run record and payload; it comes back empty.
+        try:
+            with redis_server(root, own_services["redis_port"]):
+                from headwater.fleet import redis_client
+                from headwater.runs import RunStore
+
+                runs = RunStore(redis_client(fleet.settings))
+                assert runs.get(run_id) is None
+                again = _queue(fleet, folder, "redis-loss")  # the next reconciliation
+                wait_until(lambda: runs.get(again).status.finished, 600, "the reconciliation run")
+                assert runs.get(again).status.value == "complete", runs.get(again).to_json()
+                _assert_collection_complete(fleet, [p for p in folder.rglob("*") if p.is_file()])
+        finally:
+            fleet.stop()
