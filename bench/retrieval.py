@@ -125,6 +125,7 @@ def first_relevant_rank(uris: list[str], relevant: str) -> int | None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keep", action="store_true", help="keep the temporary corpus and Chroma")
+    parser.add_argument("--reuse", type=Path, help="a directory kept by an earlier --keep run: query it again")
     args = parser.parse_args()
 
     from connectors import build_connector
@@ -132,17 +133,21 @@ def main() -> None:
     from headwater.retrieval import open_searcher
     from headwater.settings import load_settings
 
-    workdir = Path(tempfile.mkdtemp(prefix="headwater-retrieval-"))
+    workdir = args.reuse or Path(tempfile.mkdtemp(prefix="headwater-retrieval-"))
     try:
         corpus = workdir / "corpus"
-        corpus.mkdir()
-        documents = build_corpus(corpus)
         settings = load_settings(chroma_path=workdir / "chroma", collection="retrieval")
+        if not args.reuse:
+            corpus.mkdir()
+            build_corpus(corpus)
         started = perf_counter()
+        # A reused collection is synced again too: that is a no-op unless the corpus changed.
         with open_engine(settings) as engine:
-            report = engine.sync(build_connector("folder", "stdlib-docs", path=corpus))
-        print(f"corpus: {documents} module documents, {report.chunks_written} chunks "
-              f"(synced in {perf_counter() - started:.0f} s); {len(QUERIES)} labelled queries")
+            engine.sync(build_connector("folder", "stdlib-docs", path=corpus))
+            chunks = engine.store.count()
+        documents = sum(1 for _ in corpus.glob("*.md"))
+        print(f"corpus: {documents} module documents, {chunks} chunks (synced in {perf_counter() - started:.0f} s); "
+              f"{len(QUERIES)} labelled queries")
 
         searcher = open_searcher(settings)
         # Hits are chunks; fetching a few times K keeps K distinct documents in view.
@@ -174,7 +179,7 @@ def main() -> None:
         for mode, recall, mrr, p50, p95 in rows:
             print(f"| {mode} | {recall:.3f} | {mrr:.3f} | {p50:.1f} | {p95:.1f} |")
     finally:
-        if args.keep:
+        if args.keep or args.reuse:
             print(f"kept {workdir}")
         else:
             shutil.rmtree(workdir, ignore_errors=True)

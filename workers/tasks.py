@@ -44,7 +44,11 @@ class StepTask(Task):
         raise self.retry(exc=exc, countdown=step / 2 + random.uniform(0, step / 2))
 
     def on_failure(self, exc, task_id, args, kwargs, einfo) -> None:  # noqa: ANN001  (Celery's signature)
-        if self.name in (names.FETCH, names.PARSE) and args:
+        if self.name in (names.SYNC_SOURCE, names.FEED) and args:
+            # The run itself cannot go on (its source cannot be listed): close it as failed.
+            _fleet().runs.record_error(args[0], "(source)", f"{type(exc).__name__}: {exc}"[:300])
+            _fleet().runs.finish(args[0], failed=True)
+        elif self.name in (names.FETCH, names.PARSE) and args:
             uri = args[1]["uri"] if self.name == names.FETCH else args[2]["uri"]
             _fleet().runs.record_error(args[0], uri, f"gave up after {self.max_retries} retries: "
                                                      f"{type(exc).__name__}")
