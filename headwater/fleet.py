@@ -128,6 +128,11 @@ def sync_source(fleet: Fleet, run_id: str) -> None:
     run = fleet.runs.get(run_id)
     if run is None or run.status.finished:
         return
+    if fleet.redis.hexists(f"{_K}run:{run_id}", "sent"):
+        # Redelivered after the listing was stored (its worker died before acknowledging):
+        # listing again would reset the run's accounting under documents already in flight.
+        fleet.send(names.FEED, [run_id])
+        return
     fleet.runs.start(run_id)
     connector = fleet._connector(run_id)
     listed = {change.uri: change for change in connector.list_documents()}
