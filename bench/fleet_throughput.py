@@ -10,7 +10,7 @@ Starts its own services on loopback: a private redis-server and a `chroma run` s
 On one small machine the fleet shares the same cores as embedded mode, so it cannot be faster
 there; its point is that workers can be added on other machines.
 
-Run: `python -m bench.fleet_throughput [--copies N] [--tiny N]`.
+Run: `python -m bench.fleet_throughput [--min-chunks N] [--tiny N]`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from pathlib import Path
 from time import perf_counter, sleep
 
 ROOT = Path(__file__).resolve().parents[1]
-EXAMPLES = ROOT / "examples" / "docs"
 
 
 def _embedded(folder: Path, workdir: Path, source_id: str) -> float:
@@ -57,16 +56,17 @@ def _fleet_run(env: dict, folder: Path, source_id: str) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--copies", type=int, default=6, help="copies of the sample folder in the corpus")
+    parser.add_argument("--min-chunks", type=int, default=400, help="corpus size (stdlib sources, as embedded_sync)")
     parser.add_argument("--tiny", type=int, default=200, help="tiny documents for the overhead measurement")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
+    from bench.embedded_sync import build_corpus
     from tests.services import chroma_server, redis_server
 
     workdir = Path(tempfile.mkdtemp(prefix="headwater-fleet-bench-"))
     corpus, tiny, warm = workdir / "corpus", workdir / "tiny", workdir / "warm"
-    for n in range(args.copies):
-        shutil.copytree(EXAMPLES, corpus / f"copy-{n}")
+    corpus.mkdir()
+    _, _, chunks = build_corpus(corpus, args.min_chunks)  # distinct text: no cache can hide model work
     tiny.mkdir()
     for n in range(args.tiny):
         (tiny / f"note-{n:04d}.txt").write_text(f"Note {n}: the nightly sync finished.\n")
@@ -93,7 +93,7 @@ def main() -> None:
         for worker in workers:
             worker.wait(timeout=60)
         shutil.rmtree(workdir, ignore_errors=True)
-    print(f"{os.cpu_count()} CPUs; corpus: {documents} documents ({args.copies} copies of examples/docs)")
+    print(f"{os.cpu_count()} CPUs; corpus: {documents} stdlib .py documents, {chunks} chunks")
     print(f"embedded sync:          {embedded_s:7.1f} s  ({documents / embedded_s:.2f} documents/s)")
     print(f"fleet sync (2 workers): {fleet_s:7.1f} s  ({documents / fleet_s:.2f} documents/s); "
           f"fleet / embedded time {fleet_s / embedded_s:.2f}x")
@@ -103,7 +103,7 @@ def main() -> None:
     print()
     print("| corpus | embedded | fleet, 2 workers | fleet/embedded | queueing overhead per document |")
     print("|---|---|---|---|---|")
-    print(f"| {documents} documents | {embedded_s:.1f} s | {fleet_s:.1f} s | {fleet_s / embedded_s:.2f}x | "
+    print(f"| {documents} documents, {chunks} chunks | {embedded_s:.1f} s | {fleet_s:.1f} s | {fleet_s / embedded_s:.2f}x | "
           f"{overhead:.0f} ms |")
 
 

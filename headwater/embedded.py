@@ -41,7 +41,7 @@ def open_engine(settings: Settings, progress: Progress | None = None,
     lock = contextlib.nullcontext() if remote else ChromaPathLock(settings.chroma_path)
     with lock:
         dense = DenseEmbedder(settings.dense_model_dir, settings.model_threads, settings.embed_batch_size)
-        sparse = SpladeEncoder(settings.sparse_model_dir, settings.model_threads, settings.embed_batch_size)
+        sparse = SpladeEncoder(settings.sparse_model_dir, settings.model_threads)
         store = ChromaStore.from_settings(settings, dense_model=dense.name, sparse_model=sparse.name,
                                           observers=observers)
         index = None

@@ -91,7 +91,7 @@ class Fleet:
         from workers.embed_sparse import SpladeEncoder
 
         s = self.settings
-        return SpladeEncoder(s.sparse_model_dir, s.model_threads, s.embed_batch_size)
+        return SpladeEncoder(s.sparse_model_dir, s.model_threads)
 
     # Run bookkeeping -------------------------------------------------------------------------
 
