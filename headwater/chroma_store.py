@@ -46,6 +46,18 @@ def location_metadata(metadata: dict[str, Any], uri: str) -> dict[str, Any]:
     return placed
 
 
+def metadata_pages(collection: Any, where: dict[str, Any] | None = None,
+                   page: int = PAGE) -> Iterator[tuple[list[str], list[dict[str, Any]]]]:
+    """(ids, metadatas) of every record matching `where`, a page at a time (large collections)."""
+    offset = 0
+    while True:
+        batch = collection.get(where=where, include=["metadatas"], limit=page, offset=offset)
+        if not batch["ids"]:
+            return
+        yield batch["ids"], batch["metadatas"]
+        offset += len(batch["ids"])
+
+
 def write_batch_limit(configured: int, client_max: int, cloud: bool) -> int:
     """The largest write Headwater sends: configured, the client's maximum, 4,999, and Cloud's 300 cap."""
     from headwater.cloud import CLOUD_WRITE_CAP
@@ -167,21 +179,12 @@ class ChromaStore:
             filters = [{"$and": [{SOURCE_ID: source_id}, {URI: {"$in": unique[i:i + IN_VALUES_LIMIT]}}]}
                        for i in range(0, len(unique), IN_VALUES_LIMIT)]
         for where in filters:
-            for ids, metadatas in self._pages(where):
+            for ids, metadatas in metadata_pages(self.collection, where):
                 for record_id, metadata in zip(ids, metadatas):
                     doc = docs.setdefault(metadata[URI], StoredDocument(uri=metadata[URI]))
                     doc.ids.append(record_id)
                     doc.metadatas.append(metadata)
         return docs
-
-    def _pages(self, where: dict[str, Any]) -> Iterator[tuple[list[str], list[dict[str, Any]]]]:
-        offset = 0
-        while True:
-            page = self.collection.get(where=where, include=["metadatas"], limit=PAGE, offset=offset)
-            if not page["ids"]:
-                return
-            yield page["ids"], page["metadatas"]
-            offset += len(page["ids"])
 
     def vectors_by_content_hash(self, hashes: Sequence[str]) -> dict[str, tuple[list[float], str]]:
         """Dense vector and encoded sparse vector of any stored chunk with each content hash."""
@@ -213,16 +216,11 @@ class ChromaStore:
         """Documents and chunks per source."""
         uris: dict[str, set[str]] = {}
         chunks: dict[str, int] = {}
-        offset = 0
-        while True:
-            page = self.collection.get(include=["metadatas"], limit=PAGE, offset=offset)
-            if not page["ids"]:
-                break
-            for metadata in page["metadatas"]:
+        for _, metadatas in metadata_pages(self.collection):
+            for metadata in metadatas:
                 source = metadata.get(SOURCE_ID, "?")
                 uris.setdefault(source, set()).add(metadata.get(URI, ""))
                 chunks[source] = chunks.get(source, 0) + 1
-            offset += len(page["ids"])
         return {source: {"documents": len(uris[source]), "chunks": chunks[source]} for source in sorted(uris)}
 
     # Writes, each split to the batch limit ---------------------------------------------------------

@@ -205,16 +205,17 @@ class SparseIndex:
             if segment.name is None:
                 segment.name = f"segment-{self._generation:06d}-{number:03d}.npz"
                 rows = slice(segment.first_row, segment.first_row + segment.rows)
-                _atomic_savez(self.directory / segment.name, data=segment.matrix.data, indices=segment.matrix.indices,
-                              indptr=segment.matrix.indptr, shape=np.array(segment.matrix.shape),
-                              ids=_pack(self.ids[rows]), uris=_pack(self.uris[rows]),
-                              sources=_pack(self.sources[rows]))
+                arrays = {"data": segment.matrix.data, "indices": segment.matrix.indices,
+                          "indptr": segment.matrix.indptr, "shape": np.array(segment.matrix.shape),
+                          "ids": _pack(self.ids[rows]), "uris": _pack(self.uris[rows]),
+                          "sources": _pack(self.sources[rows])}
+                _atomic_write(self.directory / segment.name, lambda handle: np.savez(handle, **arrays))
         alive_name = f"alive-{self._generation:06d}.npy"
-        _atomic_save(self.directory / alive_name, self.alive)
+        _atomic_write(self.directory / alive_name, lambda handle: np.save(handle, self.alive))
         manifest = {"format": FORMAT_VERSION, "generation": self._generation, "alive": alive_name,
                     "rows": len(self.ids), "live": len(self.row_of),
                     "segments": [{"file": s.name, "first_row": s.first_row} for s in self._segments]}
-        _atomic_write(self.directory / MANIFEST, json.dumps(manifest).encode())
+        _atomic_write(self.directory / MANIFEST, lambda handle: handle.write(json.dumps(manifest).encode()))
         wanted = {s.name for s in self._segments} | {alive_name, MANIFEST}
         for path in self.directory.iterdir():  # files of earlier generations
             if path.name not in wanted and path.name != DIRTY and not path.name.startswith("."):
@@ -264,13 +265,8 @@ class SparseIndex:
     def rebuild(cls, collection: Any, directory: Path | None = None, page: int = 2000) -> SparseIndex:
         """Build from the collection alone (every record's stored sparse vector)."""
         index = cls(directory)
-        offset = 0
-        while True:
-            batch = collection.get(include=["metadatas"], limit=page, offset=offset)
-            if not batch["ids"]:
-                break
-            index.upsert(batch["ids"], batch["metadatas"])
-            offset += len(batch["ids"])
+        for ids, metadatas in keys.metadata_pages(collection, page=page):
+            index.upsert(ids, metadatas)
         index._dirty = True
         return index
 
@@ -294,24 +290,11 @@ def _unpack(packed: np.ndarray, count: int) -> list[str]:
     return packed.tobytes().decode("utf-8").split("\x00") if count else []
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
+def _atomic_write(path: Path, write) -> None:
+    """Write through `write(handle)` to a temporary file, then rename it over `path`."""
     temporary = path.with_name("." + path.name + ".tmp")
     with open(temporary, "wb") as handle:
-        handle.write(data)
+        write(handle)
         handle.flush()
         os.fsync(handle.fileno())
-    os.replace(temporary, path)
-
-
-def _atomic_save(path: Path, array: np.ndarray) -> None:
-    temporary = path.with_name("." + path.name + ".tmp")
-    with open(temporary, "wb") as handle:
-        np.save(handle, array)
-    os.replace(temporary, path)
-
-
-def _atomic_savez(path: Path, **arrays: np.ndarray) -> None:
-    temporary = path.with_name("." + path.name + ".tmp")
-    with open(temporary, "wb") as handle:
-        np.savez(handle, **arrays)
     os.replace(temporary, path)

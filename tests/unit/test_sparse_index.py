@@ -28,7 +28,7 @@ class FakeCollection:
     def __init__(self, records):
         self.records = records
 
-    def get(self, include, limit, offset):
+    def get(self, include, limit, offset, where=None):
         ids = sorted(self.records)[offset:offset + limit]
         return {"ids": ids, "metadatas": [self.records[i] for i in ids]}
 
