@@ -129,9 +129,9 @@ class ChromaStore:
         self.collection = self._open(collection, dense_model, sparse_model, create)
 
     @classmethod
-    def from_settings(cls, settings: Settings, **options: Any) -> ChromaStore:
+    def from_settings(cls, settings: Settings, *, fleet: bool = False, **options: Any) -> ChromaStore:
         """The configured target and collection, with the configured batch size and the Cloud write cap."""
-        return cls(make_client(settings), settings.collection, batch_size=settings.upsert_batch_size,
+        return cls(make_client(settings, fleet=fleet), settings.collection, batch_size=settings.upsert_batch_size,
                    cloud=settings.is_cloud, **options)
 
     def _open(self, name: str, dense_model: str, sparse_model: str, create: bool) -> Any:

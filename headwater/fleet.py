@@ -69,11 +69,8 @@ class Fleet:
 
     @functools.cached_property
     def store(self) -> ChromaStore:
-        from headwater.chroma_store import make_client
-
-        client = make_client(self.settings, fleet=True)
-        return ChromaStore(client, self.settings.collection, batch_size=self.settings.upsert_batch_size,
-                           cloud=self.settings.is_cloud, dense_model=self.dense_name, sparse_model=self.sparse_name)
+        return ChromaStore.from_settings(self.settings, fleet=True, dense_model=self.dense_name,
+                                         sparse_model=self.sparse_name)
 
     # Collection metadata names the models; workers that embed know them, the others read them.
     dense_name = "all-MiniLM-L6-v2"
