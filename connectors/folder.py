@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path, PurePosixPath
 
 from connectors.base import DocumentStat, register_connector
+from headwater.errors import ListingError
 from headwater.models import DocumentChange, Op
 
 KIND = "folder"
@@ -39,6 +40,11 @@ class FolderConnector:
         self.exclude = tuple(exclude)
         self.debounce_seconds = debounce_seconds
 
+    def spec(self) -> dict:
+        """What a worker needs to build the same connector (JSON)."""
+        return {"kind": KIND, "id": self.source_id,
+                "options": {"path": str(self.root), "include": list(self.include), "exclude": list(self.exclude)}}
+
     # Matching --------------------------------------------------------------------------------
 
     def wants(self, uri: str) -> bool:
@@ -66,7 +72,17 @@ class FolderConnector:
     # Lister ----------------------------------------------------------------------------------
 
     def list_documents(self) -> Iterator[DocumentChange]:
-        for directory, dirnames, filenames in os.walk(self.root, followlinks=False):
+        """Every wanted file; raises ListingError if any directory cannot be read (nothing is then deleted)."""
+        if not self.root.is_dir():
+            raise ListingError(f"{self.root} is no longer a readable directory (unmounted or removed?)")
+
+        def unreadable(error: OSError) -> None:
+            where = error.filename or self.root
+            raise ListingError(f"cannot list {where} ({error.strerror or type(error).__name__}); fix its "
+                               "permissions or exclude it — the pass stopped so that nothing under it is "
+                               "mistaken for deleted") from error
+
+        for directory, dirnames, filenames in os.walk(self.root, onerror=unreadable, followlinks=False):
             base = Path(directory)
             dirnames[:] = sorted(d for d in dirnames if self.wants_dir(self._uri(base / d) or ""))
             for name in sorted(filenames):
@@ -88,7 +104,8 @@ class FolderConnector:
             return None  # vanished or unreadable link; a later event or scan catches up
         if st is None or not stat_module.S_ISREG(st.st_mode):
             return None
-        return DocumentChange(self.source_id, uri, Op.UPSERT, version=file_version(st))
+        # A file's mtime orders its changes (live changes of one uri are applied newest-last).
+        return DocumentChange(self.source_id, uri, Op.UPSERT, version=file_version(st), sequence=f"{st.st_mtime_ns:020d}")
 
     # Reader ----------------------------------------------------------------------------------
 
@@ -171,7 +188,8 @@ class _DebouncedHandler:
         changes = []
         for uri in sorted(settled):
             change = self.connector._change_for(self.connector.root / uri, uri)
-            changes.append(change or DocumentChange(self.connector.source_id, uri, Op.DELETE))
+            changes.append(change or DocumentChange(self.connector.source_id, uri, Op.DELETE,
+                                                    sequence=f"{time.time_ns():020d}"))
         return changes
 
 

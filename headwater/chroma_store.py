@@ -41,8 +41,8 @@ def location_metadata(metadata: dict[str, Any], uri: str) -> dict[str, Any]:
     """A copy of `metadata` placed at `uri`: the uri and its directory prefixes."""
     parts = uri.split("/")[:-1]
     placed = {**metadata, URI: uri, URI_DIRS: ["/".join(parts[:n]) for n in range(1, len(parts) + 1)]}
-    if not placed[URI_DIRS]:  # Chroma rejects empty lists
-        del placed[URI_DIRS]
+    if not placed[URI_DIRS]:  # Chroma rejects empty lists; None removes a key an earlier location had
+        placed[URI_DIRS] = None
     return placed
 
 
@@ -159,12 +159,17 @@ class ChromaStore:
         collection = self.client.get_or_create_collection(
             name, schema=schema, metadata={k: v for k, v in models.items() if v} or None,
             embedding_function=None)
+        from headwater.model_identity import same_model
+
         existing = collection.metadata or {}
         for key, wanted in models.items():
-            if wanted and existing.get(key) and existing[key] != wanted:
+            if wanted and existing.get(key) and not same_model(existing[key], wanted):
                 raise ConfigurationError(
                     f"collection {name!r} holds vectors from {existing[key]}, not {wanted}; mixing "
                     "models makes search meaningless: use another collection or the original model")
+        upgraded = {k: v for k, v in models.items() if v and existing.get(k) != v}
+        if upgraded and not self.cloud:  # record the digest on collections written before there was one
+            collection.modify(metadata={**existing, **upgraded})
         return collection
 
     # Reads -----------------------------------------------------------------------------------

@@ -31,6 +31,8 @@ SourceIdOpt = Annotated[Optional[str], typer.Option(
     "--source-id", help="Stable id for this folder (default: its absolute path).")]
 IncludeOpt = Annotated[Optional[list[str]], typer.Option("--include", help="Glob of files to index (repeatable).")]
 ExcludeOpt = Annotated[Optional[list[str]], typer.Option("--exclude", help="Glob of files to leave out (repeatable).")]
+AllowMassDeleteOpt = Annotated[bool, typer.Option(
+    "--allow-mass-delete", help="Let this pass delete more than half of the source's documents (or all of them).")]
 
 
 def _settings(collection: str | None = None, chroma_path: Path | None = None) -> Settings:
@@ -119,128 +121,40 @@ def sync(path: Annotated[str, typer.Argument(help="A folder, or a source id from
          collection: CollectionOpt = None, chroma_path: ChromaPathOpt = None, source_id: SourceIdOpt = None,
          include: IncludeOpt = None, exclude: ExcludeOpt = None,
          fleet: Annotated[bool, typer.Option("--fleet", help="Queue the sync for the worker fleet.")] = False,
-         wait: Annotated[bool, typer.Option("--wait", help="With --fleet: wait for the run to finish.")] = False) -> None:
+         wait: Annotated[bool, typer.Option("--wait", help="With --fleet: wait for the run to finish.")] = False,
+         allow_mass_delete: AllowMassDeleteOpt = False) -> None:
     """Sync a source once; exits 2 if some documents failed (the others are still indexed)."""
     from headwater.embedded import open_engine
 
     if fleet:
-        _fleet_sync(path, collection, source_id, include, exclude, wait)
+        from headwater.cli_fleet import fleet_sync
+
+        fleet_sync(path, collection, source_id, include, exclude, wait, allow_mass_delete)
         return
     try:
         settings = _settings(collection, chroma_path)
         connector = _connector(path, settings, source_id, include, exclude)
         with _progress_bars() as bars, open_engine(settings, _RichProgress(bars)) as engine:
-            report = engine.sync(connector)
+            report = engine.sync(connector, allow_mass_delete=allow_mass_delete)
     except (HeadwaterError, ValueError) as exc:
         _fail(exc)
     _print_report(report)
     raise typer.Exit(report.exit_code)
 
 
-def _fleet_client(settings: Settings) -> Any:
-    from headwater.fleet import Fleet
-    from workers import names
-    from workers.celery_app import create_app
-
-    celery = create_app(settings)
-
-    def send(task: str, args: list, countdown: float | None = None) -> None:
-        celery.send_task(task, args=args, countdown=countdown, queue=names.ROUTES[task])
-
-    return Fleet(settings, send)
-
-
-def _fleet_sync(path: str, collection: str | None, source_id: str | None, include: list[str] | None,
-                exclude: list[str] | None, wait: bool) -> None:
-    import time
-
-    from headwater.fleet import enqueue_sync
-
-    try:
-        settings = _settings(collection)
-        if not (settings.chroma_host or settings.is_cloud):
-            raise ValueError("fleet mode needs a Chroma server: set HEADWATER_CHROMA_HOST (several workers "
-                             "writing one embedded Chroma directory corrupt its index)")
-        connector = _connector(path, settings, source_id, include, exclude)
-        fleet = _fleet_client(settings)
-        options = {"path": str(connector.root), "include": list(connector.include), "exclude": list(connector.exclude)}
-        run_id = enqueue_sync(fleet, connector.kind, connector.source_id, options)
-    except (HeadwaterError, ValueError) as exc:
-        _fail(exc)
-    out.print(f"queued run {run_id}")
-    if not wait:
-        return
-    while not (run := fleet.runs.get(run_id)).status.finished:
-        time.sleep(0.5)
-    _print_runs([run])
-    raise typer.Exit(2 if run.errors else 0)
-
-
-@app.command()
-def worker(queues: Annotated[Optional[str], typer.Option("--queues", help="Comma-separated queues (default: all).")] = None,
-           concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Processes.")] = 1) -> None:
-    """Run a fleet worker: pulls work from Redis, writes to the Chroma server. Needs no inbound port."""
-    from workers import names
-    from workers.celery_app import app as celery
-
-    settings = load_settings()
-    if not (settings.chroma_host or settings.is_cloud):
-        _fail(ValueError("workers need a Chroma server: set HEADWATER_CHROMA_HOST (and HEADWATER_CHROMA_PORT)"))
-    wanted = queues.split(",") if queues else list(names.ALL_QUEUES)
-    unknown = sorted(set(wanted) - set(names.ALL_QUEUES))
-    if unknown:
-        _fail(ValueError(f"unknown queues {', '.join(unknown)}; known: {', '.join(names.ALL_QUEUES)}"))
-    celery.worker_main(["worker", "-Q", ",".join(wanted), "-c", str(concurrency), "--loglevel", "INFO",
-                        "--without-gossip", "--without-mingle"])
-
-
-@app.command()
-def runs(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
-         limit: Annotated[int, typer.Option("--limit", min=1, help="How many, newest first.")] = 20) -> None:
-    """Sync runs of the fleet, newest first, with status and counters."""
-    from headwater.fleet import redis_client
-    from headwater.runs import RunStore
-
-    listed = RunStore(redis_client(load_settings())).list(limit)
-    if as_json:
-        print(json.dumps([r.to_json() for r in listed], indent=2))
-        return
-    _print_runs(listed)
-
-
-@app.command()
-def cancel(run_id: Annotated[str, typer.Argument(help="The run to cancel.")]) -> None:
-    """Cancel an unfinished fleet run: its queued documents are dropped, written ones stay."""
-    from headwater.fleet import redis_client
-    from headwater.runs import RunStore
-
-    if not RunStore(redis_client(load_settings())).cancel(run_id):
-        _fail(ValueError(f"run {run_id} does not exist or has already finished"))
-    out.print(f"cancelled run {run_id}")
-
-
-def _print_runs(listed: list) -> None:
-    from headwater.runs import COUNTERS
-
-    table = Table(show_edge=False)
-    for column in ("run", "source", "status", *COUNTERS):
-        table.add_column(column)
-    for run in listed:
-        row = run.to_json()
-        table.add_row(run.id[:12], run.source_id, row["status"], *(str(row[c]) for c in COUNTERS))
-    out.print(table)
-    for run in listed:
-        for uri, reason in run.errors.items():
-            out.print(f"[red]{run.id[:12]} {uri}[/red]: {reason}")
-
-
 @app.command()
 def watch(path: Annotated[str, typer.Argument(help="A folder, or a source id from headwater.toml.")],
           collection: CollectionOpt = None, chroma_path: ChromaPathOpt = None, source_id: SourceIdOpt = None,
-          include: IncludeOpt = None, exclude: ExcludeOpt = None) -> None:
+          include: IncludeOpt = None, exclude: ExcludeOpt = None,
+          fleet: Annotated[bool, typer.Option("--fleet", help="Queue a full run, then forward each change to the fleet.")] = False) -> None:
     """Sync once, then keep the collection in sync with the folder until interrupted (Ctrl-C)."""
     from headwater.embedded import open_engine
 
+    if fleet:
+        from headwater.cli_fleet import fleet_watch
+
+        fleet_watch(path, collection, source_id, include, exclude)
+        return
     try:
         settings = _settings(collection, chroma_path)
         connector = _connector(path, settings, source_id, include, exclude)
@@ -254,12 +168,17 @@ def watch(path: Annotated[str, typer.Argument(help="A folder, or a source id fro
 def _watch_loop(engine: Any, connector: Any) -> None:
     from headwater.watching import run_watch
 
+    err.print(f"watching {connector.root} (Ctrl-C to stop)")
+    run_watch(engine, connector, stop_on_signals(), on_report=_print_changes)
+    err.print("stopped")
+
+
+def stop_on_signals() -> threading.Event:
+    """An event set by Ctrl-C or SIGTERM."""
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
-    err.print(f"watching {connector.root} (Ctrl-C to stop)")
-    run_watch(engine, connector, stop, on_report=_print_changes)
-    err.print("stopped")
+    return stop
 
 
 def _print_changes(report: SyncReport) -> None:
@@ -382,6 +301,10 @@ def doctor() -> None:
         _fail(exc)
     for name, detail in checks.items():
         out.print(f"[green]ok[/green] {name}: {detail}")
+
+
+# Fleet commands (worker, beat, runs, retry, cancel) live in their own module.
+from headwater import cli_fleet  # noqa: E402,F401  (registers its commands on `app`)
 
 
 def main() -> None:  # pragma: no cover

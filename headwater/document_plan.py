@@ -13,7 +13,7 @@ from typing import Any
 from headwater import chroma_store as keys
 from headwater.chroma_store import StoredDocument
 from headwater.ids import chunk_ids, content_hash
-from headwater.models import Chunk, ChunkRecord
+from headwater.models import Chunk, ChunkRecord, DocumentChange
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,11 @@ class DocumentPlan:
     kept: int = 0
 
 
+def unchanged_by_version(stored: StoredDocument | None, change: DocumentChange) -> bool:
+    """Whether the collection already holds this version of the document, completely (no read needed)."""
+    return bool(stored and stored.complete and change.version is not None and stored.doc_version == change.version)
+
+
 def chunk_metadata(facts: DocumentFacts, chunk: Chunk, count: int, title: str | None) -> dict[str, Any]:
     """The metadata one chunk record carries (without its sparse vector)."""
     metadata: dict[str, Any] = {
@@ -46,7 +51,9 @@ def chunk_metadata(facts: DocumentFacts, chunk: Chunk, count: int, title: str | 
         "title": title, "section": chunk.section, "page": chunk.page, "page_end": chunk.page_end,
         "line_start": chunk.line_start, "line_end": chunk.line_end,
     }
-    return keys.location_metadata({k: v for k, v in metadata.items() if v is not None}, facts.uri)
+    # Absent optional keys are written as None, which Chroma stores as "no such key" and which
+    # removes a key an earlier version of the chunk had (Chroma merges metadata on upsert and update).
+    return keys.location_metadata(metadata, facts.uri)
 
 
 def plan_document(facts: DocumentFacts, chunks: list[Chunk], stored: StoredDocument | None) -> DocumentPlan:
@@ -64,6 +71,7 @@ def plan_document(facts: DocumentFacts, chunks: list[Chunk], stored: StoredDocum
         plan.kept += 1
         if keys.SPARSE in old:
             metadata[keys.SPARSE] = old[keys.SPARSE]
+        metadata.update({k: None for k in old if k not in metadata})  # keys this version no longer has
         if any(old.get(k) != v for k, v in metadata.items()):
             plan.updates[record_id] = metadata
     kept = set(ids)

@@ -7,6 +7,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from headwater.chroma_store import ChromaStore, WriteObserver
+from headwater.model_identity import dense_identity, sparse_identity
 from headwater.path_lock import ChromaPathLock
 from headwater.settings import Settings
 from headwater.sparse_index import SparseIndex
@@ -42,8 +43,8 @@ def open_engine(settings: Settings, progress: Progress | None = None,
     with lock:
         dense = DenseEmbedder(settings.dense_model_dir, settings.model_threads, settings.embed_batch_size)
         sparse = SpladeEncoder(settings.sparse_model_dir, settings.model_threads)
-        store = ChromaStore.from_settings(settings, dense_model=dense.name, sparse_model=sparse.name,
-                                          observers=observers)
+        store = ChromaStore.from_settings(settings, dense_model=dense_identity(settings.dense_model_dir),
+                                          sparse_model=sparse_identity(settings.sparse_model_dir), observers=observers)
         index = None
         if not settings.is_cloud:  # Chroma Cloud indexes the sparse vectors itself
             index = open_sparse_index(store, sparse_index_dir(settings), save=True)

@@ -29,3 +29,7 @@ class ConfigurationError(HeadwaterError):
 
 class ChromaPathBusy(ConfigurationError):
     """Another process already writes this embedded Chroma directory."""
+
+
+class ListingError(HeadwaterError):
+    """A source could not be listed completely; a pass that trusted it would delete what it missed."""

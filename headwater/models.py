@@ -23,6 +23,13 @@ class DocumentChange:
     # The connector's cheap fingerprint (e.g. mtime and size); the content hash is decided later.
     version: str | None = None
     observed_at: float = field(default_factory=time.time)
+    # Orders changes of one uri (live changes): fixed width, so a greater string is a later change
+    # (S3's sequencer, a file's mtime in ns, a commit's position). Defaults to when it was observed.
+    sequence: str | None = None
+
+    @property
+    def order_key(self) -> str:
+        return self.sequence if self.sequence is not None else f"{int(self.observed_at * 1e9):020d}"
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)

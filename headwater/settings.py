@@ -57,9 +57,25 @@ class Settings(BaseSettings):
     flush_delay_seconds: float = Field(default=2.0, gt=0)
     # Documents of one run in flight at once: keeps a backfill from starving other sources.
     run_window: int = Field(default=32, ge=1)
+    # Retries of a step that failed in a way worth retrying (Chroma or the source unavailable),
+    # with exponential backoff up to retry_backoff_max_seconds; then the document is failed.
     task_max_retries: int = Field(default=8, ge=0)
-    # A flush batch held longer than this by a worker that stopped answering is given to another.
-    flush_lease_seconds: float = Field(default=120.0, gt=0)
+    retry_backoff_max_seconds: float = Field(default=60.0, gt=0)
+    # A running step renews its lease every lease_seconds/4; a lease not renewed for lease_seconds
+    # means its worker is gone, and the sweeper (every sweep_interval_seconds) runs the step again.
+    lease_seconds: float = Field(default=60.0, ge=1)
+    sweep_interval_seconds: float = Field(default=30.0, gt=0)
+    # A step queued but not started this long is sent again (doubling up to 16x): covers a message
+    # lost between a transition and its send. A duplicate finds the step done or held and stops.
+    redrive_after_seconds: float = Field(default=120.0, ge=1)
+    # A document whose worker is lost (SIGKILL, OOM) this many times at one step is failed as a poison pill.
+    max_deliveries: int = Field(default=3, ge=1)
+    # Finished runs kept per source (unfinished runs are never trimmed).
+    run_history: int = Field(default=100, ge=1)
+    # In-flight payloads are deleted as documents move on; this TTL only bounds what a lost run leaves.
+    payload_ttl_seconds: int = Field(default=7 * 86400, ge=60)
+    # Test-only: named crash points (headwater.fleet.crash) are armed through Redis when this is on.
+    test_crash_points: bool = False
 
     # Chunking, in characters: MiniLM reads at most 256 word pieces (~1,000 characters of English).
     chunk_size: int = Field(default=900, ge=100)

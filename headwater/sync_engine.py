@@ -21,7 +21,10 @@ from connectors.base import Lister, Reader
 from headwater import chroma_store as keys
 from headwater.chroma_store import ChromaStore, StoredDocument
 from headwater.errors import DocumentVanished, PermanentDocumentError, RetryableError, SkippedDocument
-from headwater.document_plan import DocumentFacts, moved_records, plan_document
+from headwater import outcomes
+from headwater.deletion_guard import check_deletions, likely_deletions
+from headwater.document_plan import DocumentFacts, moved_records, plan_document, unchanged_by_version
+from headwater.outcomes import write_outcome
 from headwater.models import Chunk, ChunkRecord, DocumentChange, Op
 from headwater.report import SyncReport
 from headwater.settings import Settings
@@ -82,11 +85,17 @@ class SyncEngine:
         # Kept current by the store's write observers; saved once per pass.
         self.sparse_index = sparse_index
 
-    def sync(self, connector: Lister | Any) -> SyncReport:
-        """A full pass: everything listed is brought up to date, everything no longer listed is removed."""
+    def sync(self, connector: Lister | Any, *, allow_mass_delete: bool = False) -> SyncReport:
+        """A full pass: everything listed is brought up to date, everything no longer listed is removed.
+
+        The listing is trusted only when it completed (a ListingError stops the pass before any
+        write), and a pass that would empty or mostly empty the source is refused unless allowed.
+        """
         listed = {change.uri: change for change in connector.list_documents()}
         stored = self.store.documents(connector.source_id)
         gone = [DocumentChange(connector.source_id, uri, Op.DELETE) for uri in stored if uri not in listed]
+        check_deletions(connector.source_id, len(stored), likely_deletions(stored, listed), len(listed),
+                        allow_mass_delete)
         return self.apply(connector, [*listed.values(), *gone], stored)
 
     def apply(self, connector: Reader | Any, changes: Iterable[DocumentChange],
@@ -105,7 +114,7 @@ class SyncEngine:
             if change.op is not Op.UPSERT:
                 continue
             doc = stored.get(change.uri)
-            if doc and doc.complete and change.version is not None and doc.doc_version == change.version:
+            if unchanged_by_version(doc, change):
                 report.unchanged += 1
                 report.chunks_unchanged += len(doc.ids)
             else:
@@ -127,7 +136,7 @@ class SyncEngine:
             reader.join()
 
         for uri in sorted(deletes):
-            writer.delete(stored[uri].ids)
+            write_outcome(writer, outcomes.removed(uri, stored[uri], outcomes.DELETED))
             report.deleted += 1
             report.chunks_deleted += len(stored[uri].ids)
             self.progress.document_done(uri)
@@ -214,7 +223,7 @@ class SyncEngine:
 
     def _write_window(self, window: list[_Item], stored: dict[str, StoredDocument], writer: BatchWriter,
                       report: SyncReport, deletes: set[str]) -> None:
-        planned: list[tuple[_Item, list[ChunkRecord], list[str]]] = []
+        planned: list[tuple[_Item, list[ChunkRecord], dict[str, dict[str, Any]], list[str]]] = []
         for item in window:
             uri = item.change.uri
             doc = stored.get(uri)
@@ -222,25 +231,22 @@ class SyncEngine:
                 report.fail(uri, item.reason)  # whatever was indexed before stays
             elif item.action == "skip":
                 report.skip(uri, item.reason)
-                if doc:  # now empty, unsupported or gone: its old chunks would mislead
-                    writer.delete(doc.ids)
-                    report.chunks_deleted += len(doc.ids)
+                # Now empty, unsupported or gone: its old chunks would mislead.
+                write_outcome(writer, outcomes.removed(uri, doc, outcomes.SKIPPED, item.reason))
+                report.chunks_deleted += len(doc.ids) if doc else 0
             elif item.action == "touch":
-                touched = {keys.DOC_VERSION: self._version(item), "modified_time": _mtime(item)}
-                for record_id, metadata in doc.by_id().items():  # type: ignore[union-attr]
-                    writer.update(record_id, {**metadata, **touched})
+                write_outcome(writer, outcomes.touched(doc, self._version(item), _mtime(item)))  # type: ignore[arg-type]
                 report.unchanged += 1
                 report.chunks_unchanged += len(doc.ids)  # type: ignore[union-attr]
             elif item.action == "move":
                 deletes.discard(item.moved_from)  # type: ignore[arg-type]
                 self._move(item, stored[item.moved_from], writer, report)  # type: ignore[index]
             else:
-                planned.append(self._plan(item, doc, writer, report))
+                planned.append(self._plan(item, doc, report))
         if planned:
-            self._attach_vectors([r for _, records, _ in planned for r in records], report)
-        for item, records, stale in planned:
-            writer.upsert(records)
-            writer.delete(stale)
+            self._attach_vectors([r for _, records, _, _ in planned for r in records], report)
+        for item, records, updates, stale in planned:
+            write_outcome(writer, outcomes.indexed(item.change.uri, records, updates, stale))
             report.chunks_deleted += len(stale)
             if stored.get(item.change.uri):
                 report.updated += 1
@@ -249,8 +255,8 @@ class SyncEngine:
         for item in window:
             self.progress.document_done(item.change.uri)
 
-    def _plan(self, item: _Item, doc: StoredDocument | None, writer: BatchWriter,
-              report: SyncReport) -> tuple[_Item, list[ChunkRecord], list[str]]:
+    def _plan(self, item: _Item, doc: StoredDocument | None,
+              report: SyncReport) -> tuple[_Item, list[ChunkRecord], dict[str, dict[str, Any]], list[str]]:
         """New records to embed, metadata updates for kept chunks, and stale ids, for one document."""
         facts = DocumentFacts(
             source_id=item.change.source_id, uri=item.change.uri, doc_version=self._version(item),
@@ -258,9 +264,7 @@ class SyncEngine:
             mime_type=item.parsed.mime_type, parser=item.parsed.parser)  # type: ignore[union-attr]
         plan = plan_document(facts, item.chunks or [], doc)
         report.chunks_unchanged += plan.kept
-        for record_id, metadata in plan.updates.items():
-            writer.update(record_id, metadata)
-        return item, plan.records, plan.stale
+        return item, plan.records, plan.updates, plan.stale
 
     def _attach_vectors(self, records: list[ChunkRecord], report: SyncReport) -> None:
         """Fill in vectors: copied from identical stored chunks where possible, else computed once per text."""
@@ -290,8 +294,7 @@ class SyncEngine:
         """A renamed document: same chunks, vectors copied, under the new uri and ids."""
         records = moved_records(item.change.source_id, item.change.uri, self.store.records(origin.ids),
                                 self._version(item), _mtime(item))
-        writer.upsert(records)
-        writer.delete(origin.ids)
+        write_outcome(writer, outcomes.moved(item.change.uri, records, origin))
         report.moved += 1
         report.chunks_reused += len(records)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from celery import Celery
 
 from headwater.settings import Settings, load_settings
+from schedules.beat import beat_schedule
 from workers import names
 
 
@@ -17,18 +18,20 @@ def create_app(settings: Settings) -> Celery:
         task_routes={task: {"queue": queue} for task, queue in names.ROUTES.items()},
         task_default_queue=names.SYNC_QUEUE,
         # A task is acknowledged after it ran, and a pool child that dies (OOM, SIGKILL) puts it
-        # back; tasks are idempotent (deterministic ids, content-hash dedupe), so a replay is safe.
+        # back. Liveness does not depend on either: every pending step is a lease that the sweeper
+        # re-drives (headwater.fleet.state); a replayed message finds its step done or held.
         task_acks_late=True, task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,  # a slow document must not hold others hostage in a prefetch
         broker_transport_options={
-            # Unacknowledged messages return to the queue after this long. It must exceed the
-            # longest task (a 200 MB document through the parse stage), or a task runs twice at once.
+            # Unacknowledged messages return to the queue after this long (a late copy of a step the
+            # sweeper already re-drove; it finds the step done). Keep it above the longest task.
             "visibility_timeout": settings.visibility_timeout_seconds,
             # How often kombu looks for messages of dead workers to restore (default 60 s).
             "unacked_restore_interval": 5,
         },
         broker_connection_retry_on_startup=True,
         worker_hijack_root_logger=False,
+        beat_schedule=beat_schedule(settings),
     )
     return app
 

