@@ -42,7 +42,7 @@ def _embedded(folder: Path, workdir: Path, source_id: str) -> float:
 def _fleet_run(env: dict, folder: Path, source_id: str) -> float:
     import redis
 
-    from headwater.runs import RunStore
+    from headwater.fleet.runs import RunStore
 
     started = perf_counter()
     queued = subprocess.run([sys.executable, "-m", "headwater.cli", "sync", str(folder), "--fleet", "--source-id",
@@ -78,9 +78,10 @@ def main() -> None:
         with redis_server(workdir) as redis_url, chroma_server(workdir) as (host, port):
             env = {**os.environ, "HEADWATER_REDIS_URL": redis_url, "HEADWATER_CHROMA_HOST": host,
                    "HEADWATER_CHROMA_PORT": str(port), "HEADWATER_COLLECTION": "bench"}
-            for n in range(2):
-                log = open(workdir / f"worker-{n}.log", "wb")
-                workers.append(subprocess.Popen([sys.executable, "-m", "headwater.cli", "worker", "-c", "1"], env=env,
+            for command in (["worker", "-c", "1"], ["worker", "-c", "1"],
+                            ["beat", "--schedule-file", str(workdir / "beat-schedule")]):
+                log = open(workdir / f"{command[0]}-{len(workers)}.log", "wb")
+                workers.append(subprocess.Popen([sys.executable, "-m", "headwater.cli", *command], env=env,
                                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
             _fleet_run(env, warm, "warm")
             embedded_s = _embedded(corpus, workdir, "corpus")

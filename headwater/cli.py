@@ -4,64 +4,23 @@ from __future__ import annotations
 
 import json
 import logging
-import signal
 import sys
-import threading
-from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 import headwater.offline  # noqa: F401
+from headwater import cli_fleet
+from headwater.cli_common import (AllowMassDeleteOpt, ChromaPathOpt, CollectionOpt, ExcludeOpt, IncludeOpt,
+                                  SourceIdOpt, resolve_connector, fail, cli_settings, err, out, stop_on_signals)
 from headwater.errors import HeadwaterError
 from headwater.report import SyncReport
-from headwater.settings import Settings, load_settings
+from headwater.settings import load_settings
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Keep data sources in sync with a Chroma collection.")
-out = Console()
-err = Console(stderr=True)
-
-CollectionOpt = Annotated[Optional[str], typer.Option("--collection", help="Chroma collection name.")]
-ChromaPathOpt = Annotated[Optional[Path], typer.Option("--chroma-path", help="Embedded Chroma directory.")]
-SourceIdOpt = Annotated[Optional[str], typer.Option(
-    "--source-id", help="Stable id for this folder (default: its absolute path).")]
-IncludeOpt = Annotated[Optional[list[str]], typer.Option("--include", help="Glob of files to index (repeatable).")]
-ExcludeOpt = Annotated[Optional[list[str]], typer.Option("--exclude", help="Glob of files to leave out (repeatable).")]
-AllowMassDeleteOpt = Annotated[bool, typer.Option(
-    "--allow-mass-delete", help="Let this pass delete more than half of the source's documents (or all of them).")]
-
-
-def _settings(collection: str | None = None, chroma_path: Path | None = None) -> Settings:
-    return load_settings(collection=collection, chroma_path=chroma_path)
-
-
-def _connector(target: str, settings: Settings, source_id: str | None, include: list[str] | None,
-               exclude: list[str] | None) -> Any:
-    """A declared source (headwater.toml) by id, or a folder by path."""
-    from connectors import build_connector
-    from connectors.folder import DEFAULT_EXCLUDE
-
-    declared = settings.source(target)
-    if declared is not None:
-        if declared.collection:
-            settings.collection = declared.collection
-        return build_connector(declared.kind, declared.id, **declared.options)
-    path = Path(target).expanduser()
-    if not path.is_dir():
-        raise typer.BadParameter(f"{target} is neither a directory nor a source declared in {settings.config_file}")
-    root = path.resolve()
-    excludes = list(exclude or DEFAULT_EXCLUDE)
-    chroma = settings.chroma_path.resolve()
-    if chroma == root or root in chroma.parents:  # never index the index
-        excludes.append(chroma.relative_to(root).as_posix() + "/**")
-    return build_connector("folder", source_id or str(root), path=root, include=include or ["**"],
-                           exclude=excludes, debounce_seconds=settings.watch_debounce_seconds)
-
-
 class _RichProgress:
     """Progress bars on stderr for documents and embedded chunks."""
 
@@ -111,11 +70,6 @@ def _print_report(report: SyncReport) -> None:
             out.print(listing)
 
 
-def _fail(exc: Exception) -> None:
-    err.print(f"[red]error:[/red] {exc}")
-    raise typer.Exit(1)
-
-
 @app.command()
 def sync(path: Annotated[str, typer.Argument(help="A folder, or a source id from headwater.toml.")],
          collection: CollectionOpt = None, chroma_path: ChromaPathOpt = None, source_id: SourceIdOpt = None,
@@ -132,12 +86,12 @@ def sync(path: Annotated[str, typer.Argument(help="A folder, or a source id from
         fleet_sync(path, collection, source_id, include, exclude, wait, allow_mass_delete)
         return
     try:
-        settings = _settings(collection, chroma_path)
-        connector = _connector(path, settings, source_id, include, exclude)
+        settings = cli_settings(collection, chroma_path)
+        connector = resolve_connector(path, settings, source_id, include, exclude)
         with _progress_bars() as bars, open_engine(settings, _RichProgress(bars)) as engine:
             report = engine.sync(connector, allow_mass_delete=allow_mass_delete)
     except (HeadwaterError, ValueError) as exc:
-        _fail(exc)
+        fail(exc)
     _print_report(report)
     raise typer.Exit(report.exit_code)
 
@@ -156,29 +110,22 @@ def watch(path: Annotated[str, typer.Argument(help="A folder, or a source id fro
         fleet_watch(path, collection, source_id, include, exclude)
         return
     try:
-        settings = _settings(collection, chroma_path)
-        connector = _connector(path, settings, source_id, include, exclude)
+        settings = cli_settings(collection, chroma_path)
+        connector = resolve_connector(path, settings, source_id, include, exclude)
         with open_engine(settings) as engine:
             _print_report(engine.sync(connector))
             _watch_loop(engine, connector)
     except (HeadwaterError, ValueError) as exc:
-        _fail(exc)
+        fail(exc)
 
 
 def _watch_loop(engine: Any, connector: Any) -> None:
     from headwater.watching import run_watch
 
     err.print(f"watching {connector.root} (Ctrl-C to stop)")
-    run_watch(engine, connector, stop_on_signals(), on_report=_print_changes)
+    run_watch(engine, connector, stop_on_signals(), on_report=_print_changes,
+              on_error=lambda exc: err.print(f"[yellow]not synced:[/yellow] {exc}"))
     err.print("stopped")
-
-
-def stop_on_signals() -> threading.Event:
-    """An event set by Ctrl-C or SIGTERM."""
-    stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
-    return stop
 
 
 def _print_changes(report: SyncReport) -> None:
@@ -207,9 +154,9 @@ def query(text: Annotated[str, typer.Argument(help="What to search for.")],
         if mode not in ("dense", "sparse", "hybrid"):
             raise ValueError(f"--mode must be dense, sparse or hybrid, not {mode!r}")
         filters = Filters(source, uri_prefix, _where(where))
-        hits = open_searcher(_settings(collection, chroma_path)).search(text, k=k, mode=mode, filters=filters)
+        hits = open_searcher(cli_settings(collection, chroma_path)).search(text, k=k, mode=mode, filters=filters)
     except (HeadwaterError, ValueError) as exc:
-        _fail(exc)
+        fail(exc)
     if as_json:
         print(json.dumps([h.to_json() for h in hits], indent=2))
         return
@@ -239,10 +186,10 @@ def status(collection: CollectionOpt = None, chroma_path: ChromaPathOpt = None,
     from headwater.chroma_store import ChromaStore
 
     try:
-        settings = _settings(collection, chroma_path)
+        settings = cli_settings(collection, chroma_path)
         summary = ChromaStore.from_settings(settings, create=False).source_summary()
     except (HeadwaterError, ValueError) as exc:
-        _fail(exc)
+        fail(exc)
     if as_json:
         print(json.dumps(summary, indent=2))
         return
@@ -265,7 +212,7 @@ def reindex(collection: CollectionOpt = None, chroma_path: ChromaPathOpt = None)
     from headwater.sparse_index import SparseIndex
 
     try:
-        settings = _settings(collection, chroma_path)
+        settings = cli_settings(collection, chroma_path)
         directory = sparse_index_dir(settings)
         if directory is None:
             raise ValueError("only an embedded Chroma keeps a sparse index on disk; servers rebuild it in memory")
@@ -275,7 +222,7 @@ def reindex(collection: CollectionOpt = None, chroma_path: ChromaPathOpt = None)
             index = SparseIndex.rebuild(store.collection, directory)
             index.persist()
     except (HeadwaterError, ValueError) as exc:
-        _fail(exc)
+        fail(exc)
     out.print(f"rebuilt the sparse index of {len(index)} chunks in {time.perf_counter() - started:.1f}s "
               f"({index.nbytes() / 1048576:.1f} MB)")
 
@@ -298,13 +245,14 @@ def doctor() -> None:
             "markdown parser": f"{len(sample.elements)} elements",
         }
     except (HeadwaterError, ValueError, ImportError) as exc:
-        _fail(exc)
+        fail(exc)
     for name, detail in checks.items():
         out.print(f"[green]ok[/green] {name}: {detail}")
 
 
 # Fleet commands (worker, beat, runs, retry, cancel) live in their own module.
-from headwater import cli_fleet  # noqa: E402,F401  (registers its commands on `app`)
+for _command in cli_fleet.COMMANDS:
+    app.command()(_command)
 
 
 def main() -> None:  # pragma: no cover

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.table import Table
 
-from headwater.cli import _connector, _fail, _settings, app, err, out, stop_on_signals
+from headwater.cli_common import resolve_connector, fail, cli_settings, err, out, stop_on_signals
 from headwater.errors import HeadwaterError
 from headwater.settings import Settings, load_settings
 
@@ -39,8 +39,8 @@ def _queue_full_run(path: str, collection: str | None, source_id: str | None, in
     from headwater.fleet.context import local_target
     from headwater.fleet.enqueue import enqueue_sync
 
-    settings = _settings(collection)
-    connector = _connector(path, settings, source_id, include, exclude)  # a declared source may set the collection
+    settings = cli_settings(collection)
+    connector = resolve_connector(path, settings, source_id, include, exclude)  # a declared source may set the collection
     fleet = fleet_client(settings)
     target = local_target(settings)
     spec = connector.spec()
@@ -53,7 +53,7 @@ def fleet_sync(path: str, collection: str | None, source_id: str | None, include
     try:
         fleet, _, _, _, run_id = _queue_full_run(path, collection, source_id, include, exclude, allow_mass_delete)
     except (HeadwaterError, ValueError) as exc:
-        _fail(exc)
+        fail(exc)
     out.print(f"queued run {run_id}")
     if not wait:
         return
@@ -72,7 +72,7 @@ def fleet_watch(path: str, collection: str | None, source_id: str | None, includ
     try:
         fleet, connector, spec, target, run_id = _queue_full_run(path, collection, source_id, include, exclude, False)
     except (HeadwaterError, ValueError) as exc:
-        _fail(exc)
+        fail(exc)
     out.print(f"queued run {run_id}")
 
     def forward(changes: list | None) -> None:
@@ -86,7 +86,6 @@ def fleet_watch(path: str, collection: str | None, source_id: str | None, includ
     err.print("stopped")
 
 
-@app.command()
 def worker(queues: Annotated[Optional[str], typer.Option("--queues", help="Comma-separated queues (default: all).")] = None,
            concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Processes.")] = 1) -> None:
     """Run a fleet worker: pulls work from Redis, writes to the Chroma server. Needs no inbound port."""
@@ -95,16 +94,15 @@ def worker(queues: Annotated[Optional[str], typer.Option("--queues", help="Comma
 
     settings = load_settings()
     if not (settings.chroma_host or settings.is_cloud):
-        _fail(ValueError("workers need a Chroma server: set HEADWATER_CHROMA_HOST (and HEADWATER_CHROMA_PORT)"))
+        fail(ValueError("workers need a Chroma server: set HEADWATER_CHROMA_HOST (and HEADWATER_CHROMA_PORT)"))
     wanted = queues.split(",") if queues else list(names.ALL_QUEUES)
     unknown = sorted(set(wanted) - set(names.ALL_QUEUES))
     if unknown:
-        _fail(ValueError(f"unknown queues {', '.join(unknown)}; known: {', '.join(names.ALL_QUEUES)}"))
+        fail(ValueError(f"unknown queues {', '.join(unknown)}; known: {', '.join(names.ALL_QUEUES)}"))
     celery.worker_main(["worker", "-Q", ",".join(wanted), "-c", str(concurrency), "--loglevel", "INFO",
                         "--without-gossip", "--without-mingle"])
 
 
-@app.command()
 def beat(schedule_file: Annotated[Path, typer.Option(
         "--schedule-file", help="Where Celery beat keeps its last-run times.")] = Path(".headwater/celerybeat-schedule")) -> None:
     """Run the fleet's scheduler (Celery beat): the sweeper that re-drives steps of lost workers. Run exactly one."""
@@ -114,7 +112,6 @@ def beat(schedule_file: Annotated[Path, typer.Option(
     celery.start(["beat", "--schedule", str(schedule_file), "--loglevel", "INFO"])
 
 
-@app.command()
 def runs(run_id: Annotated[Optional[str], typer.Argument(help="Show this run (id or unique prefix).")] = None,
          as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
          errors: Annotated[bool, typer.Option("--errors", help="List the run's failed documents with reasons.")] = False,
@@ -128,7 +125,7 @@ def runs(run_id: Annotated[Optional[str], typer.Argument(help="Show this run (id
     try:
         listed = [_find_run(store, run_id)] if run_id else store.list(limit, source)
     except (LookupError, ValueError) as exc:
-        _fail(exc)
+        fail(exc)
     if errors:
         failed = [{"run": r.id, "uri": uri, "reason": reason} for r in listed for uri, reason in r.errors.items()]
         if as_json:
@@ -143,7 +140,6 @@ def runs(run_id: Annotated[Optional[str], typer.Argument(help="Show this run (id
     _print_runs(listed)
 
 
-@app.command()
 def retry(run_id: RunArg) -> None:
     """Queue a new run of a finished run's failed documents (or of the whole source, if the run itself failed)."""
     from headwater.fleet.enqueue import retry_run
@@ -152,11 +148,10 @@ def retry(run_id: RunArg) -> None:
         fleet = fleet_client(load_settings())
         new_run = retry_run(fleet, _find_run(fleet.runs, run_id).id)
     except (HeadwaterError, LookupError, ValueError) as exc:
-        _fail(exc)
+        fail(exc)
     out.print(f"queued run {new_run}")
 
 
-@app.command()
 def cancel(run_id: RunArg) -> None:
     """Cancel an unfinished fleet run: its queued documents are dropped, written ones stay."""
     from headwater.fleet.context import redis_client
@@ -166,9 +161,9 @@ def cancel(run_id: RunArg) -> None:
     try:
         run = _find_run(store, run_id)
     except (LookupError, ValueError) as exc:
-        _fail(exc)
+        fail(exc)
     if not store.cancel(run.id):
-        _fail(ValueError(f"run {run.id} has already finished ({run.status.value})"))
+        fail(ValueError(f"run {run.id} has already finished ({run.status.value})"))
     out.print(f"cancelled run {run.id}")
 
 
@@ -201,3 +196,6 @@ def _print_errors(run: Any) -> None:
         out.print(f"[red]{run.id[:12]} {uri}[/red]: {reason}")
     if run.errors:
         out.print(f"retry the failed documents with `headwater retry {run.id[:12]}`")
+
+
+COMMANDS = (worker, beat, runs, retry, cancel)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from celery import signals
+
 from headwater.fleet import steps
 from headwater.fleet.context import Fleet
 from headwater.settings import load_settings
@@ -24,6 +26,21 @@ def _fleet() -> Fleet:
         app.send_task(task, args=args, countdown=countdown, queue=names.ROUTES[task])
 
     return Fleet(load_settings(), send)
+
+
+@signals.worker_init.connect
+def _preload(**_: Any) -> None:
+    from workers.preload import heavy_imports
+
+    heavy_imports()
+
+
+@signals.worker_process_init.connect
+def _quiet_http_logs(**_: Any) -> None:
+    # One INFO line per Chroma request drowns the task log; failures still surface as errors.
+    import logging
+
+    logging.getLogger("httpx").setLevel(logging.WARNING)
 
 
 def _task(name: str, step):  # noqa: ANN001, ANN202

@@ -1,22 +1,37 @@
-"""The worker fleet with real Redis, a real `chroma run` server and real worker processes."""
+"""The worker fleet with real Redis, a real `chroma run` server and real worker processes.
+
+Most tests share one worker and one beat (fast test timing: 4 s leases, a sweep every second) and
+write to a collection of their own. Tests that stop a service or need production timing start
+their own.
+"""
 
 from __future__ import annotations
 
 import os
+import random
 import shutil
-import signal
-import subprocess
-import sys
 import time
+from pathlib import Path
 
 import pytest
-import redis
 
+from connectors.folder import FolderConnector
+from headwater.chroma_store import ChromaStore
+from headwater.fleet import crash, keys
+from headwater.fleet.context import local_target
+from headwater.fleet.enqueue import enqueue_changes, enqueue_sync, retry_run
+from headwater.fleet.state import DENSE, SPARSE
+from headwater.models import DocumentChange, Op
 from headwater.settings import Settings
-from tests.services import chroma_server, redis_server, wait_until
+from headwater.sync_engine import SyncEngine
+from tests.documents import write_binary_formats
+from tests.integration.fleet_harness import FleetProcesses
+from tests.services import chroma_server, free_port, redis_server, wait_until
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
-EXAMPLES = __import__("pathlib").Path(__file__).resolve().parents[2] / "examples" / "docs"
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "docs"
+WORDS = ("Rotate the deployment token every ninety days, record who rotated it, and verify that the "
+         "old token is refused before closing the change ticket. ")
 
 
 @pytest.fixture(scope="module")
@@ -26,241 +41,380 @@ def services(tmp_path_factory):
         yield {"redis_url": redis_url, "host": host, "port": port, "root": root}
 
 
-class FleetHarness:
-    def __init__(self, services, collection: str) -> None:
-        self.env = {**os.environ, "HEADWATER_REDIS_URL": services["redis_url"], "HEADWATER_CHROMA_HOST": services["host"],
-                    "HEADWATER_CHROMA_PORT": str(services["port"]), "HEADWATER_COLLECTION": collection,
-                    "HEADWATER_FLUSH_DELAY_SECONDS": "0.5", "HEADWATER_FLUSH_LEASE_SECONDS": "10",
-                    "HEADWATER_RUN_WINDOW": "4", "COLUMNS": "200", "HEADWATER_VISIBILITY_TIMEOUT_SECONDS": "20"}
-        self.settings = Settings(redis_url=services["redis_url"], chroma_host=services["host"],
-                                 chroma_port=services["port"], collection=collection)
-        self.redis = redis.Redis.from_url(services["redis_url"])
-        self.workers: list[subprocess.Popen] = []
-        self.logs = services["root"]
-
-    def start_worker(self, name: str) -> subprocess.Popen:
-        log = open(self.logs / f"worker-{name}.log", "ab")
-        process = subprocess.Popen([sys.executable, "-m", "headwater.cli", "worker", "-c", "1"], env=self.env,
-                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        self.workers.append(process)
-        return process
-
-    def cli(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "headwater.cli", *args], env=self.env, capture_output=True,
-                              text=True, timeout=600)
-
-    def stop(self) -> None:
-        for process in self.workers:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGTERM)
-        for process in self.workers:
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-
-    def records(self):
-        from headwater.chroma_store import ChromaStore
-
-        got = ChromaStore.from_settings(self.settings, create=False).collection.get(include=["documents", "metadatas"])
-        return {i: (d, m) for i, d, m in zip(got["ids"], got["documents"], got["metadatas"])}
-
-    def embedded_texts(self) -> dict[str, int]:
-        return {side: int(self.redis.get(f"headwater:stats:embedded-texts:{side}") or 0) for side in ("dense", "sparse")}
+@pytest.fixture(scope="module")
+def processes(services):
+    fleet = FleetProcesses(services["redis_url"], services["host"], services["port"], services["root"])
+    fleet.start_worker()
+    fleet.start_beat()
+    yield fleet
+    fleet.stop()
 
 
 @pytest.fixture
-def fleet(services, request):
-    harness = FleetHarness(services, f"fleet-{request.node.name[-40:].replace('_', '-')}".strip("-"))
-    yield harness
-    harness.stop()
+def collection(request) -> str:
+    return "c-" + request.node.name[-50:].replace("_", "-").replace("[", "-").replace("]", "").replace(".", "-")
 
 
-def _embedded_records(folder, tmp_path, source_id):
-    from headwater.embedded import open_engine
-    from connectors.folder import FolderConnector
+class Reference:
+    """An embedded sync of the same folder: what the fleet's collection must equal."""
 
-    with open_engine(Settings(chroma_path=tmp_path / "embedded", collection="embedded")) as engine:
-        engine.sync(FolderConnector(source_id, folder))
-        got = engine.store.collection.get(include=["documents", "metadatas"])
-    return {i: (d, m) for i, d, m in zip(got["ids"], got["documents"], got["metadatas"])}
+    def __init__(self, path: Path, dense, sparse) -> None:  # noqa: ANN001
+        from headwater.model_identity import dense_identity, sparse_identity
 
+        settings = Settings(chroma_path=path, collection="reference")
+        self.store = ChromaStore.from_settings(settings, dense_model=dense_identity(), sparse_model=sparse_identity())
+        self.engine = SyncEngine(self.store, dense, sparse, settings)
 
-def test_fleet_sync_equals_embedded_sync(fleet, tmp_path):
-    folder = tmp_path / "docs"
-    shutil.copytree(EXAMPLES, folder)
-    fleet.start_worker("a")
-    fleet.start_worker("b")
-    result = fleet.cli("sync", str(folder), "--fleet", "--wait", "--source-id", "docs")
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "complete" in result.stdout
-    _assert_same_records(fleet.records(), _embedded_records(folder, tmp_path, "docs"))
+    def sync(self, folder: Path, source_id: str):
+        return self.engine.sync(FolderConnector(source_id, folder))
+
+    def records(self) -> dict:
+        got = self.store.collection.get(include=["documents", "metadatas"])
+        return {i: (d, m) for i, d, m in zip(got["ids"], got["documents"], got["metadatas"])}
 
 
-def _assert_same_records(got: dict, want: dict) -> None:
+@pytest.fixture
+def reference(tmp_path, dense, sparse) -> Reference:
+    return Reference(tmp_path / "reference", dense, sparse)
+
+
+def assert_same_records(got: dict, want: dict) -> None:
     """Same ids, same texts, same metadata (SPLADE vectors included), record for record."""
-    assert got.keys() == want.keys()
+    assert sorted(got) == sorted(want), (len(got), len(want))
     for record_id, (text, metadata) in want.items():
         assert got[record_id] == (text, metadata), record_id
 
 
-def test_the_same_change_five_times_is_embedded_once(fleet, tmp_path):
+def write_corpus(folder: Path, documents: int = 6) -> str:
+    """Markdown documents whose every chunk is new text (a nonce), so vector caches cannot hide work."""
+    nonce = os.urandom(6).hex()
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(documents):
+        sections = "\n\n".join(f"## Step {j} of runbook {i}\n\nBuild {nonce}-{i}-{j}. {WORDS * 3}" for j in range(3))
+        (folder / f"runbook-{i}.md").write_text(f"# Runbook {i} ({nonce})\n\n{sections}\n")
+    return nonce
+
+
+def spec(folder: Path, source_id: str) -> dict:
+    return FolderConnector(source_id, folder).spec()
+
+
+def run_sync(processes, collection: str, folder: Path, source_id: str, seconds: float = 180, **options):  # noqa: ANN001
+    fleet = processes.client(collection)
+    run_id = enqueue_sync(fleet, spec(folder, source_id), local_target(fleet.settings), **options)
+    return fleet, processes.wait_for_run(fleet, run_id, seconds)
+
+
+# Crash points: one test per named point ----------------------------------------------------------
+
+@pytest.mark.parametrize("point", crash.POINTS)
+def test_a_worker_killed_at_each_crash_point_loses_nothing(point, processes, collection, tmp_path, reference):
     folder = tmp_path / "docs"
-    folder.mkdir()
-    nonce = os.urandom(6).hex()  # text no earlier test embedded, so caches cannot hide repeated work
-    for n in range(3):
-        (folder / f"note-{n}.md").write_text(f"# Note {n} {nonce}\n\nRelease checklist item {n} for build {nonce}.\n")
-    before = fleet.embedded_texts()
-    queued = [fleet.cli("sync", str(folder), "--fleet", "--source-id", "dup") for _ in range(5)]
-    assert all(r.returncode == 0 for r in queued)
-    fleet.start_worker("a")
-    from headwater.fleet import redis_client
-    from headwater.runs import RunStore
+    write_corpus(folder)
+    if point == "finish.after_delete":  # the finish step deletes only what an earlier run indexed
+        run_sync(processes, collection, folder, "docs")
+        (folder / "runbook-5.md").unlink()
+    before = processes.embedded_texts()
+    fleet = processes.client(collection)
+    fleet.crash.arm(point)
+    _, run = run_sync(processes, collection, folder, "docs")
+    assert fleet.crash.remaining(point) <= 0, f"{point} was never reached"
+    assert run.status.value == "complete", processes.describe(fleet, run.id)
+    reference.sync(folder, "docs")
+    want = reference.records()
+    assert_same_records(processes.records(collection), want)
+    # Nothing embedded twice, beyond the chunks of the one document whose worker was killed.
+    per_document: dict[str, int] = {}
+    for _, metadata in want.values():
+        per_document[metadata["uri"]] = per_document.get(metadata["uri"], 0) + 1
+    texts = len({text for text, _ in want.values()})
+    embedded = processes.embedded_texts()
+    for side in ("dense", "sparse"):
+        assert embedded[side] - before[side] <= texts + max(per_document.values()), side
+    assert not processes.redis.zrangebyscore(keys.LEASES, "-inf", "+inf")  # nothing left behind
 
-    runs = RunStore(redis_client(fleet.settings))
-    wait_until(lambda: all(r.status.finished for r in runs.list(5)), 300, "five runs")
-    texts = {d for d, _ in fleet.records().values()}
-    after = fleet.embedded_texts()
+
+def test_a_lease_that_expires_with_no_later_traffic_is_reclaimed_by_the_sweeper(processes, collection, tmp_path):
+    folder = tmp_path / "one"
+    write_corpus(folder, documents=1)
+    fleet = processes.client(collection)
+    fleet.crash.arm("flush.after_take")  # the only write batch of the only document dies in hand
+    _, run = run_sync(processes, collection, folder, "one")
+    assert fleet.crash.remaining("flush.after_take") <= 0
+    assert run.status.value == "complete" and run.counters["indexed"] == 1
+
+
+def test_a_poison_pill_fails_after_its_deliveries_and_the_others_complete(processes, collection, tmp_path):
+    folder = tmp_path / "docs"
+    write_corpus(folder, documents=3)
+    fleet = processes.client(collection)
+    fleet.crash.arm("parse.after_plan", times=50, uri="runbook-1.md")  # it kills every worker that parses it
+    _, run = run_sync(processes, collection, folder, "docs")
+    fleet.crash.arm("parse.after_plan", times=0)
+    assert run.status.value == "complete_with_errors", run.to_json()
+    assert "poison pill" in run.errors["runbook-1.md"] and run.counters["indexed"] == 2
+    assert fleet.crash.remaining("parse.after_plan") == 50 - Settings().max_deliveries
+
+
+# Re-syncs, targets, guards --------------------------------------------------------------------
+
+def test_fleet_resyncs_equal_embedded_ones_through_edits_deletes_renames_and_bad_files(
+        processes, collection, tmp_path, reference):
+    folder = tmp_path / "docs"
+    shutil.copytree(EXAMPLES, folder)
+    write_binary_formats(folder)
+
+    def both_sync() -> None:
+        _, run = run_sync(processes, collection, folder, "docs")
+        assert run.status.value in ("complete", "complete_with_errors"), run.to_json()
+        reference.sync(folder, "docs")
+        assert_same_records(processes.records(collection), reference.records())
+
+    both_sync()
+    first = sorted(p for p in folder.rglob("*.md"))
+    with open(first[0], "a") as handle:  # edit
+        handle.write("\n\n## Added later\n\nA paragraph appended after the first sync.\n")
+    first[1].unlink()  # delete
+    first[2].rename(first[2].with_name("renamed-" + first[2].name))  # rename
+    (folder / "empty.md").write_text("")  # empty: skipped
+    (folder / "blob.txt").write_bytes(os.urandom(2048))  # binary behind a text extension: failed
+    both_sync()
+
+
+def test_collection_option_is_honoured(processes, collection, tmp_path):
+    folder = tmp_path / "docs"
+    write_corpus(folder, documents=2)
+    other = collection[:40] + "-other"
+    result = processes.cli("sync", str(folder), "--fleet", "--wait", "--source-id", "col", "--collection", other,
+                           collection=collection)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert len({m["uri"] for _, m in processes.records(other).values()}) == 2
+    assert processes.records(collection) == {}
+
+
+def test_an_unreadable_subdirectory_or_an_empty_root_deletes_nothing(processes, collection, tmp_path):
+    folder = tmp_path / "docs"
+    write_corpus(folder / "team", documents=2)
+    write_corpus(folder, documents=2)
+    _, run = run_sync(processes, collection, folder, "guard")
+    before = processes.records(collection)
+    assert run.status.value == "complete" and len(before) > 0
+
+    (folder / "team").chmod(0)
+    try:
+        _, run = run_sync(processes, collection, folder, "guard")
+    finally:
+        (folder / "team").chmod(0o755)
+    assert run.status.value == "failed" and "cannot list" in run.errors["(source)"]
+    assert processes.records(collection) == before
+
+    for path in folder.rglob("*.md"):
+        path.unlink()
+    _, run = run_sync(processes, collection, folder, "guard")
+    assert run.status.value == "failed" and "--allow-mass-delete" in run.errors["(source)"]
+    assert processes.records(collection) == before
+    _, run = run_sync(processes, collection, folder, "guard", allow_mass_delete=True)
+    assert run.status.value == "complete" and processes.records(collection) == {}
+
+
+# Live changes ---------------------------------------------------------------------------------
+
+def test_duplicated_and_reordered_live_changes_converge_on_the_newest(processes, collection, tmp_path, reference):
+    folder = tmp_path / "live"
+    write_corpus(folder, documents=3)
+    _, run = run_sync(processes, collection, folder, "live")
+    connector = FolderConnector("live", folder)
+    fleet = processes.client(collection)
+    target, source = local_target(fleet.settings), connector.spec()
+
+    def change_of(name: str):
+        return connector._change_for(folder / name, name)
+
+    edited = folder / "runbook-0.md"
+    versions = []
+    for n in range(3):  # three versions of one document, each a change with a later mtime
+        edited.write_text(edited.read_text() + f"\n\n## Revision {n}\n\nRevision {n} {os.urandom(4).hex()}.\n")
+        os.utime(edited, ns=(time.time_ns(), time.time_ns() + n * 1_000_000))
+        versions.append(change_of("runbook-0.md"))
+    old_upsert = change_of("runbook-1.md")
+    (folder / "runbook-1.md").unlink()
+    deleted = DocumentChange("live", "runbook-1.md", Op.DELETE, sequence=f"{time.time_ns():020d}")
+    overtaken = DocumentChange("live", "runbook-2.md", Op.DELETE, sequence=f"{time.time_ns():020d}")
+    os.utime(folder / "runbook-2.md", ns=(time.time_ns() + 10**9, time.time_ns() + 10**9))
+    later_upsert = change_of("runbook-2.md")  # the document is back, after the delete was sent
+
+    before = processes.embedded_texts()
+    deliveries = [*versions, old_upsert, deleted, overtaken, later_upsert] * 5
+    random.Random(7).shuffle(deliveries)
+    deliveries.remove(overtaken)
+    deliveries.insert(0, overtaken)  # the delete is accepted before the upsert that overtakes it
+    run_ids = [r for r in (enqueue_changes(fleet, source, target, [c]) for c in deliveries) if r]
+    assert len(run_ids) <= 1 + 3 + 2 + 1  # duplicates and stale changes never make a run
+    for run_id in run_ids:
+        assert processes.wait_for_run(fleet, run_id).status.value == "complete"
+    reference.sync(folder, "live")
+    assert_same_records(processes.records(collection), reference.records())
+    newest = {text for text, m in reference.records().values() if m["uri"] == "runbook-0.md"}
+    embedded = processes.embedded_texts()
+    assert embedded["dense"] - before["dense"] <= len(newest)  # each new text embedded once
+
+
+def test_cancel_end_to_end(processes, collection, tmp_path):
+    folder = tmp_path / "many"
+    write_corpus(folder, documents=16)
+    fleet = processes.client(collection)
+    run_id = enqueue_sync(fleet, spec(folder, "many"), local_target(fleet.settings))
+    wait_until(lambda: fleet.runs.get(run_id).counters["indexed"] >= 1, 120, "the first document to be indexed")
+    result = processes.cli("cancel", run_id[:10], collection=collection)
+    assert result.returncode == 0 and "cancelled" in result.stdout, result.stderr
+    run = processes.wait_for_run(fleet, run_id, 10)
+    assert run.status.value == "cancelled"
+    time.sleep(3)  # in-flight steps find the run finished; the sweeper drops its leases
+    after = fleet.runs.get(run_id)
+    assert after.counters["indexed"] < 16 and after.status.value == "cancelled"
+    wait_until(lambda: not [m for m in processes.redis.zrange(keys.LEASES, 0, -1) if m.decode().startswith(run_id)],
+               30, "the cancelled run's leases to be dropped")
+
+
+def test_the_same_sync_queued_five_times_embeds_each_text_once(processes, collection, tmp_path):
+    folder = tmp_path / "dup"
+    write_corpus(folder, documents=3)
+    fleet = processes.client(collection)
+    before = processes.embedded_texts()
+    run_ids = [enqueue_sync(fleet, spec(folder, "dup"), local_target(fleet.settings)) for _ in range(5)]
+    for run_id in run_ids:
+        assert processes.wait_for_run(fleet, run_id).status.value == "complete"
+    texts = {d for d, _ in processes.records(collection).values()}
+    after = processes.embedded_texts()
     assert after["dense"] - before["dense"] == len(texts) == after["sparse"] - before["sparse"]
-    assert all(r.status.value == "complete" for r in runs.list(5))
 
 
-def _corpus(tmp_path, copies: int):
-    folder = tmp_path / "corpus"
-    for n in range(copies):
-        shutil.copytree(EXAMPLES, folder / f"copy-{n}")
-    return folder
+def test_a_small_source_is_served_while_a_large_one_backfills(processes, collection, tmp_path):
+    large, small = tmp_path / "large", tmp_path / "small"
+    write_corpus(large, documents=40)
+    write_corpus(small, documents=1)
+    fleet = processes.client(collection)
+    target = local_target(fleet.settings)
+    large_run = enqueue_sync(fleet, spec(large, "large"), target)
+    wait_until(lambda: fleet.runs.get(large_run).counters["indexed"] >= 2, 120, "the backfill to get going")
+    small_run = enqueue_sync(fleet, spec(small, "small"), target)
+    assert processes.wait_for_run(fleet, small_run).status.value == "complete"
+    assert not fleet.runs.get(large_run).status.finished, "the backfill ended first: the small run may have waited"
+    assert processes.wait_for_run(fleet, large_run, 400).status.value == "complete"
 
 
-def _run_when_midway(fleet, run_id: str):
-    from headwater.fleet import redis_client
-    from headwater.runs import RunStore
-
-    runs = RunStore(redis_client(fleet.settings))
-    wait_until(lambda: runs.get(run_id).counters["indexed"] >= 2, 300, "the run to get going")
-    assert not runs.get(run_id).status.finished, "the run finished before the kill: make the corpus larger"
-    return runs
-
-
-def _queue(fleet, folder, source_id: str) -> str:
-    result = fleet.cli("sync", str(folder), "--fleet", "--source-id", source_id)
-    assert result.returncode == 0, result.stderr
-    return result.stdout.split("queued run ")[1].split()[0]
-
-
-def _assert_complete_once(fleet, runs, run_id, folder, tmp_path, source_id):
-    wait_until(lambda: runs.get(run_id).status.finished, 600, "the run to finish")
-    run = runs.get(run_id)
-    documents = [p for p in folder.rglob("*") if p.is_file()]
-    assert run.status.value == "complete", run.to_json()
-    assert run.counters["indexed"] == len(documents)  # each document written once
-    _assert_collection_complete(fleet, documents)
-
-
-def _assert_collection_complete(fleet, documents):
-    records = fleet.records()
-    by_uri: dict[str, list] = {}
-    for _, metadata in records.values():
-        by_uri.setdefault(metadata["uri"], []).append(metadata)
-    assert len(by_uri) == len(documents)  # nothing missing
-    for chunks in by_uri.values():  # no partial or doubled documents
-        assert sorted(m["chunk_index"] for m in chunks) == list(range(chunks[0]["chunk_count"]))
-
-
-def test_a_killed_pool_child_loses_nothing(fleet, tmp_path):
-    import psutil
-
-    folder = _corpus(tmp_path, 3)
-    worker = fleet.start_worker("a")
-    run_id = _queue(fleet, folder, "kill-child")
-    runs = _run_when_midway(fleet, run_id)
-    children = psutil.Process(worker.pid).children(recursive=True)
-    assert children
-    for child in children:
-        child.send_signal(signal.SIGKILL)
-    _assert_complete_once(fleet, runs, run_id, folder, tmp_path, "kill-child")
-
-
-def test_a_killed_worker_loses_nothing_after_restart(fleet, tmp_path):
-    folder = _corpus(tmp_path, 3)
-    worker = fleet.start_worker("a")
-    run_id = _queue(fleet, folder, "kill-worker")
-    runs = _run_when_midway(fleet, run_id)
-    os.killpg(worker.pid, signal.SIGKILL)  # the whole worker, main process and pool, mid-batch
-    worker.wait(timeout=30)
-    fleet.start_worker("b")
-    _assert_complete_once(fleet, runs, run_id, folder, tmp_path, "kill-worker")
-
-
-def test_a_small_source_is_served_while_a_large_one_backfills(fleet, tmp_path):
-    large = _corpus(tmp_path, 5)
-    small = tmp_path / "small"
-    small.mkdir()
-    (small / "hotfix.md").write_text("# Hotfix\n\nRoll back the deployment before investigating.\n")
-    fleet.start_worker("a")
-    large_run = _queue(fleet, large, "large")
-    runs = _run_when_midway(fleet, large_run)
-    queued_at = time.monotonic()
-    small_run = _queue(fleet, small, "small")
-    wait_until(lambda: runs.get(small_run).status.finished, 240, "the small run")
-    waited = time.monotonic() - queued_at
-    assert runs.get(small_run).status.value == "complete"
-    assert not runs.get(large_run).status.finished, "the backfill ended first: the small run may have waited for it"
-    assert waited < 90, f"the small source waited {waited:.0f}s"
-    wait_until(lambda: runs.get(large_run).status.finished, 600, "the large run")
-
+# Outages and production timing: services of their own ------------------------------------------
 
 @pytest.fixture
-def own_services(tmp_path):
-    """Services this test may stop and restart (same ports, same data)."""
-    from tests.services import free_port
-
+def own(tmp_path):
+    """A Redis and a Chroma this test may stop and restart (same ports, same data)."""
     return {"root": tmp_path, "redis_port": free_port(), "chroma_port": free_port()}
 
 
-def test_a_chroma_outage_of_30_seconds_mid_run(own_services, tmp_path):
-    root = own_services["root"]
-    with redis_server(root, own_services["redis_port"]) as redis_url:
-        services = {"redis_url": redis_url, "host": "127.0.0.1", "port": own_services["chroma_port"], "root": root}
-        fleet = FleetHarness(services, "outage")
-        folder = _corpus(tmp_path, 3)
+def test_a_whole_worker_killed_is_redriven_within_two_minutes_with_production_settings(own, tmp_path, services):
+    with redis_server(own["root"], own["redis_port"]) as redis_url:
+        fleet_processes = FleetProcesses(redis_url, services["host"], services["port"], own["root"], timing={})
         try:
-            with chroma_server(root, own_services["chroma_port"]):
-                fleet.start_worker("a")
-                run_id = _queue(fleet, folder, "outage")
-                runs = _run_when_midway(fleet, run_id)
-            time.sleep(30)  # Chroma is down: reads and writes fail and are retried
-            assert not runs.get(run_id).status.finished
-            with chroma_server(root, own_services["chroma_port"]):
-                _assert_complete_once(fleet, runs, run_id, folder, tmp_path, "outage")
+            fleet_processes.start_worker("a")
+            fleet_processes.start_beat()
+            folder = tmp_path / "docs"
+            write_corpus(folder, documents=1)
+            big = folder / "handbook.md"  # long enough that its embedding is in hand when the worker dies
+            big.write_text("\n\n".join(f"## Part {n}\n\n{os.urandom(4).hex()} {WORDS * 4}" for n in range(120)))
+            fleet = fleet_processes.client("production-timing")
+            run_id = enqueue_sync(fleet, spec(folder, "prod"), local_target(fleet.settings))
+            held = [keys.member(run_id, side, "handbook.md") for side in (DENSE, SPARSE)]
+            wait_until(lambda: any(fleet.redis.hget(keys.HOLDERS, m) for m in held), 240, "the embedding to start")
+            fleet_processes.kill("a")
+            killed_at = time.monotonic()
+            fleet_processes.start_worker("b")
+            wait_until(lambda: any(int(fleet.redis.hget(keys.DELIVERIES, m) or 0) >= 2 for m in held)
+                       or fleet.runs.get(run_id).status.finished, 170, "the lost step to be re-driven")
+            redriven_after = time.monotonic() - killed_at
+            assert redriven_after < 120, f"re-driven {redriven_after:.0f}s after the worker died"
+            assert fleet_processes.wait_for_run(fleet, run_id, 300).status.value == "complete"
         finally:
-            fleet.stop()
+            fleet_processes.stop()
 
 
-def test_redis_restarted_empty_costs_time_not_data(own_services, tmp_path):
-    root = own_services["root"]
-    folder = _corpus(tmp_path, 2)
-    with chroma_server(root, own_services["chroma_port"]) as (host, port):
-        with redis_server(root, own_services["redis_port"]) as redis_url:
-            fleet = FleetHarness({"redis_url": redis_url, "host": host, "port": port, "root": root}, "redis-loss")
-            try:
-                fleet.start_worker("a")
-                run_id = _queue(fleet, folder, "redis-loss")
-                _run_when_midway(fleet, run_id)
-            except BaseException:
-                fleet.stop()
-                raise
+def _chroma_processes(redis_url: str, own: dict, **timing: str) -> FleetProcesses:
+    from tests.integration.fleet_harness import TEST_TIMING
+
+    return FleetProcesses(redis_url, "127.0.0.1", own["chroma_port"], own["root"], timing={**TEST_TIMING, **timing})
+
+
+def test_a_chroma_outage_of_30_seconds_mid_run(own, tmp_path):
+    folder = tmp_path / "docs"
+    write_corpus(folder, documents=12)
+    with redis_server(own["root"], own["redis_port"]) as redis_url:
+        fleet_processes = _chroma_processes(redis_url, own)
+        try:
+            with chroma_server(own["root"], own["chroma_port"]):
+                fleet_processes.start_worker()
+                fleet_processes.start_beat()
+                fleet = fleet_processes.client("outage")
+                run_id = enqueue_sync(fleet, spec(folder, "outage"), local_target(fleet.settings))
+                wait_until(lambda: fleet.runs.get(run_id).counters["indexed"] >= 2, 180, "the run to get going")
+            time.sleep(30)  # Chroma is down: reads and writes fail and are retried with backoff
+            assert not fleet.runs.get(run_id).status.finished
+            with chroma_server(own["root"], own["chroma_port"]):
+                run = fleet_processes.wait_for_run(fleet, run_id, 400)
+                assert run.status.value == "complete", run.to_json()
+                assert len({m["uri"] for _, m in fleet_processes.records("outage").values()}) == 12
+        finally:
+            fleet_processes.stop()
+
+
+def test_a_flush_whose_chroma_stays_down_fails_its_documents_and_retry_recovers(own, tmp_path):
+    folder = tmp_path / "docs"
+    write_corpus(folder, documents=3)
+    with redis_server(own["root"], own["redis_port"]) as redis_url:
+        fleet_processes = _chroma_processes(redis_url, own, HEADWATER_TASK_MAX_RETRIES="2",
+                                            HEADWATER_RETRY_BACKOFF_MAX_SECONDS="1",
+                                            HEADWATER_FLUSH_DELAY_SECONDS="15")
+        try:
+            with chroma_server(own["root"], own["chroma_port"]):
+                fleet_processes.start_worker()
+                fleet_processes.start_beat()
+                fleet = fleet_processes.client("down")
+                run_id = enqueue_sync(fleet, spec(folder, "down"), local_target(fleet.settings))
+                wait_until(lambda: set(fleet.runs.states(run_id).values()) == {"write"}, 120,
+                           "every document to wait for its write")
+            run = fleet_processes.wait_for_run(fleet, run_id, 120)  # Chroma is down for good
+            assert run.status.value == "complete_with_errors", run.to_json()
+            assert set(run.errors) == {f"runbook-{i}.md" for i in range(3)}
+            assert all("retries writing to Chroma" in reason for reason in run.errors.values())
+            with chroma_server(own["root"], own["chroma_port"]):
+                again = retry_run(fleet, run_id)
+                assert fleet_processes.wait_for_run(fleet, again, 120).status.value == "complete"
+                assert len({m["uri"] for _, m in fleet_processes.records("down").values()}) == 3
+        finally:
+            fleet_processes.stop()
+
+
+def test_redis_restarted_empty_costs_time_not_data(own, tmp_path):
+    folder = tmp_path / "docs"
+    write_corpus(folder, documents=10)
+    with chroma_server(own["root"], own["chroma_port"]):
+        with redis_server(own["root"], own["redis_port"]) as redis_url:
+            fleet_processes = _chroma_processes(redis_url, own)
+            fleet_processes.start_worker()
+            fleet_processes.start_beat()
+            fleet = fleet_processes.client("redis-loss")
+            run_id = enqueue_sync(fleet, spec(folder, "redis-loss"), local_target(fleet.settings))
+            wait_until(lambda: fleet.runs.get(run_id).counters["indexed"] >= 2, 180, "the run to get going")
         # Redis is gone with every queue, run record and payload; it comes back empty.
         try:
-            with redis_server(root, own_services["redis_port"]):
-                from headwater.fleet import redis_client
-                from headwater.runs import RunStore
-
-                runs = RunStore(redis_client(fleet.settings))
-                assert runs.get(run_id) is None
-                again = _queue(fleet, folder, "redis-loss")  # the next reconciliation
-                wait_until(lambda: runs.get(again).status.finished, 600, "the reconciliation run")
-                assert runs.get(again).status.value == "complete", runs.get(again).to_json()
-                _assert_collection_complete(fleet, [p for p in folder.rglob("*") if p.is_file()])
+            with redis_server(own["root"], own["redis_port"]):
+                assert fleet.runs.get(run_id) is None
+                again = enqueue_sync(fleet, spec(folder, "redis-loss"), local_target(fleet.settings))
+                assert fleet_processes.wait_for_run(fleet, again, 300).status.value == "complete"
+                records = fleet_processes.records("redis-loss")
+                by_uri: dict[str, list] = {}
+                for _, metadata in records.values():
+                    by_uri.setdefault(metadata["uri"], []).append(metadata)
+                assert len(by_uri) == 10
+                for chunks in by_uri.values():  # no partial or doubled documents
+                    assert sorted(m["chunk_index"] for m in chunks) == list(range(chunks[0]["chunk_count"]))
         finally:
-            fleet.stop()
+            fleet_processes.stop()

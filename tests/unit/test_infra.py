@@ -37,6 +37,8 @@ def test_kustomize_base_has_a_scaling_pool_for_every_queue():
     for queue, deployment in served.items():
         assert queue in scaled[deployment], f"{deployment} does not scale on {queue}"
     assert all(d["metadata"]["namespace"] == "headwater" for d in documents if d["kind"] != "Namespace")
+    (beat,) = [d for d in documents if d["kind"] == "Deployment" and d["metadata"]["name"] == "beat"]
+    assert beat["spec"]["replicas"] == 1 and beat["spec"]["strategy"]["type"] == "Recreate"  # one sweeper source
 
 
 def test_compose_runs_a_worker_for_every_queue():
@@ -45,3 +47,4 @@ def test_compose_runs_a_worker_for_every_queue():
     for service in compose["services"].values():
         served |= _queues_in(service.get("command", []))
     assert served == set(names.ALL_QUEUES)
+    assert compose["services"]["beat"]["command"][0] == "beat"

@@ -1,0 +1,65 @@
+"""What every `headwater` command shares: consoles, common options, settings and source resolution."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+
+from headwater.settings import Settings, load_settings
+
+out = Console()
+err = Console(stderr=True)
+
+CollectionOpt = Annotated[Optional[str], typer.Option("--collection", help="Chroma collection name.")]
+ChromaPathOpt = Annotated[Optional[Path], typer.Option("--chroma-path", help="Embedded Chroma directory.")]
+SourceIdOpt = Annotated[Optional[str], typer.Option(
+    "--source-id", help="Stable id for this folder (default: its absolute path).")]
+IncludeOpt = Annotated[Optional[list[str]], typer.Option("--include", help="Glob of files to index (repeatable).")]
+ExcludeOpt = Annotated[Optional[list[str]], typer.Option("--exclude", help="Glob of files to leave out (repeatable).")]
+AllowMassDeleteOpt = Annotated[bool, typer.Option(
+    "--allow-mass-delete", help="Let this pass delete more than half of the source's documents (or all of them).")]
+
+
+def cli_settings(collection: str | None = None, chroma_path: Path | None = None) -> Settings:
+    return load_settings(collection=collection, chroma_path=chroma_path)
+
+
+def resolve_connector(target: str, settings: Settings, source_id: str | None, include: list[str] | None,
+               exclude: list[str] | None) -> Any:
+    """A declared source (headwater.toml) by id, or a folder by path."""
+    from connectors import build_connector
+    from connectors.folder import DEFAULT_EXCLUDE
+
+    declared = settings.source(target)
+    if declared is not None:
+        if declared.collection:
+            settings.collection = declared.collection
+        return build_connector(declared.kind, declared.id, **declared.options)
+    path = Path(target).expanduser()
+    if not path.is_dir():
+        raise typer.BadParameter(f"{target} is neither a directory nor a source declared in {settings.config_file}")
+    root = path.resolve()
+    excludes = list(exclude or DEFAULT_EXCLUDE)
+    chroma = settings.chroma_path.resolve()
+    if chroma == root or root in chroma.parents:  # never index the index
+        excludes.append(chroma.relative_to(root).as_posix() + "/**")
+    return build_connector("folder", source_id or str(root), path=root, include=include or ["**"],
+                           exclude=excludes, debounce_seconds=settings.watch_debounce_seconds)
+
+
+def fail(exc: Exception) -> None:
+    err.print(f"[red]error:[/red] {exc}")
+    raise typer.Exit(1)
+
+
+def stop_on_signals() -> threading.Event:
+    """An event set by Ctrl-C or SIGTERM."""
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    return stop

@@ -1,0 +1,111 @@
+"""Real fleet processes for tests: workers and beat over a Redis and a `chroma run`, driven in-process."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import redis
+
+from headwater.fleet import keys
+from headwater.settings import Settings
+
+# Fast liveness for tests: a lost step is re-driven within seconds, not minutes.
+TEST_TIMING = {"HEADWATER_LEASE_SECONDS": "4", "HEADWATER_SWEEP_INTERVAL_SECONDS": "1",
+               "HEADWATER_REDRIVE_AFTER_SECONDS": "4", "HEADWATER_FLUSH_DELAY_SECONDS": "0.5",
+               "HEADWATER_RUN_WINDOW": "4", "HEADWATER_TEST_CRASH_POINTS": "1"}
+# Root reads any file; without the DAC capabilities a worker obeys permissions like a normal user.
+_DROP = "-dac_override,-dac_read_search"
+_AS_USER = ["setpriv", f"--bounding-set={_DROP}", f"--inh-caps={_DROP}", "--"] if os.geteuid() == 0 else []
+
+
+class FleetProcesses:
+    """Workers and a beat with one environment; each test names the collection it writes."""
+
+    def __init__(self, redis_url: str, host: str, port: int, logs: Path, timing: dict[str, str] | None = None) -> None:
+        self.redis_url, self.host, self.port, self.logs = redis_url, host, port, logs
+        self.env = {**os.environ, "HEADWATER_REDIS_URL": redis_url, "HEADWATER_CHROMA_HOST": host,
+                    "HEADWATER_CHROMA_PORT": str(port), "COLUMNS": "200", **(TEST_TIMING if timing is None else timing)}
+        self.redis = redis.Redis.from_url(redis_url)
+        self.processes: dict[str, subprocess.Popen] = {}
+
+    def _start(self, name: str, *args: str) -> subprocess.Popen:
+        log = open(self.logs / f"{name}.log", "ab")
+        process = subprocess.Popen([*_AS_USER, sys.executable, "-m", "headwater.cli", *args], env=self.env,
+                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=self.logs)
+        self.processes[name] = process
+        return process
+
+    def start_worker(self, name: str = "worker", concurrency: int = 1) -> subprocess.Popen:
+        return self._start(name, "worker", "-c", str(concurrency))
+
+    def start_beat(self) -> subprocess.Popen:
+        return self._start("beat", "beat", "--schedule-file", str(self.logs / "beat-schedule"))
+
+    def kill(self, name: str) -> None:
+        """SIGKILL a whole worker (main process and pool), as a preempted node or an OOM kill would."""
+        process = self.processes.pop(name)
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+
+    def stop(self) -> None:
+        for process in self.processes.values():
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+        for process in self.processes.values():
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+        self.processes.clear()
+
+    def settings(self, collection: str, **overrides) -> Settings:
+        return Settings(redis_url=self.redis_url, chroma_host=self.host, chroma_port=self.port, collection=collection,
+                        run_window=4, **overrides)
+
+    def client(self, collection: str):
+        """An enqueuing Fleet (as the CLI or the HTTP app has) for one collection."""
+        from headwater.cli_fleet import fleet_client
+
+        return fleet_client(self.settings(collection))
+
+    def cli(self, *args: str, collection: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "headwater.cli", *args], env={
+            **self.env, "HEADWATER_COLLECTION": collection}, capture_output=True, text=True, timeout=300)
+
+    def records(self, collection: str) -> dict:
+        from headwater.chroma_store import ChromaStore
+
+        try:
+            store = ChromaStore.from_settings(self.settings(collection), create=False)
+        except Exception:  # noqa: BLE001  (no collection yet: nothing written)
+            return {}
+        got = store.collection.get(include=["documents", "metadatas"])
+        return {i: (d, m) for i, d, m in zip(got["ids"], got["documents"], got["metadatas"])}
+
+    def embedded_texts(self) -> dict[str, int]:
+        return {side: int(self.redis.get(f"{keys.EMBEDDED_TEXTS}:{side}") or 0) for side in ("dense", "sparse")}
+
+    def wait_for_run(self, fleet, run_id: str, seconds: float = 180):  # noqa: ANN001
+        """The finished run; fails at once if a worker died, and with the run's whole state on timeout."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            run = fleet.runs.get(run_id)
+            if run is not None and run.status.finished:
+                return run
+            dead = [name for name, p in self.processes.items() if p.poll() is not None]
+            assert not dead, f"fleet processes exited: {dead}; see {self.logs}"
+            time.sleep(0.2)
+        raise AssertionError(f"run {run_id} did not finish within {seconds}s: {json.dumps(self.describe(fleet, run_id))}")
+
+    def describe(self, fleet, run_id: str) -> dict:  # noqa: ANN001
+        run = fleet.runs.get(run_id)
+        leases = {m.decode(): s - time.time() for m, s in self.redis.zrange(keys.LEASES, 0, -1, withscores=True)
+                  if m.decode().startswith(run_id)}
+        return {"run": run.to_json() if run else None, "states": fleet.runs.states(run_id),
+                "leases (seconds left)": leases, "logs": str(self.logs)}
