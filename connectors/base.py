@@ -14,6 +14,9 @@ from headwater.models import DocumentChange
 class DocumentStat:
     size: int
     modified_time: float | None
+    # The connector's fingerprint of what is there now (mtime:size, an ETag): the version of the
+    # bytes about to be read, which can be newer than the change that asked for them.
+    version: str | None = None
 
 
 @runtime_checkable

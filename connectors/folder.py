@@ -119,7 +119,7 @@ class FolderConnector:
         st = self._path(uri).stat()
         if stat_module.S_ISDIR(st.st_mode):
             raise IsADirectoryError(uri)
-        return DocumentStat(size=st.st_size, modified_time=st.st_mtime)
+        return DocumentStat(size=st.st_size, modified_time=st.st_mtime, version=file_version(st))
 
     def read(self, uri: str, limit: int) -> bytes:
         with open(self._path(uri), "rb") as handle:

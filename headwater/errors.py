@@ -33,3 +33,7 @@ class ChromaPathBusy(ConfigurationError):
 
 class ListingError(HeadwaterError):
     """A source could not be listed completely; a pass that trusted it would delete what it missed."""
+
+
+class RunDataMissing(HeadwaterError, LookupError):
+    """A run's record, source spec or change is gone (history trimmed, Redis emptied)."""

@@ -300,7 +300,8 @@ class SyncEngine:
 
     @staticmethod
     def _version(item: _Item) -> str:
-        return item.change.version or item.fetched.doc_hash  # type: ignore[union-attr]
+        fetched = item.fetched
+        return fetched.version or item.change.version or fetched.doc_hash  # type: ignore[union-attr]
 
 
 def _mtime(item: _Item) -> float:

@@ -15,6 +15,7 @@ class FetchedDocument:
     data: bytes
     doc_hash: str
     modified_time: float | None
+    version: str | None = None  # the connector's fingerprint at read time, when it has one
 
 
 def fetch_document(reader: Reader, uri: str, max_bytes: int) -> FetchedDocument:
@@ -40,4 +41,5 @@ def fetch_document(reader: Reader, uri: str, max_bytes: int) -> FetchedDocument:
     if len(data) > max_bytes:  # grew between stat and read
         raise PermanentDocumentError(
             f"larger than the {max_bytes / 1048576:.0f} MB limit; raise HEADWATER_MAX_DOCUMENT_MB or exclude the file")
-    return FetchedDocument(uri=uri, data=data, doc_hash=bytes_hash(data), modified_time=stat.modified_time)
+    return FetchedDocument(uri=uri, data=data, doc_hash=bytes_hash(data), modified_time=stat.modified_time,
+                           version=stat.version)

@@ -8,6 +8,7 @@
     headwater:run:{run}:active          SET   uris admitted into the pipeline and not yet terminal
     headwater:run:{run}:gone            LIST  uris the listing no longer has (deleted when the run finishes)
     headwater:run:{run}:errors          HASH  uri -> why it failed ("(source)" for the run itself)
+    headwater:run:{run}:notes           HASH  uri -> why it was skipped
     headwater:run:{run}:claims          HASH  uri -> the content claim this run holds for it
     headwater:run:{run}:doc:{h}:{part}  STR/HASH  in-flight payloads: bytes, plan, dense, sparse
     headwater:leases                    ZSET  lease member -> deadline (one per pending step)
@@ -16,7 +17,8 @@
     headwater:runs / source:{id}:runs   ZSET  run ids by creation time (all; per source)
     headwater:source:{id}:seq           STR   run numbering per source
     headwater:source:{id}:written-by    HASH  uri -> seq of the newest run that wrote it
-    headwater:source:{id}:latest        HASH  uri -> sequence of the newest live change accepted
+    headwater:source:{id}:latest        HASH  uri -> order key of the newest live change accepted
+    headwater:source:{id}:written-order HASH  uri -> order key of the newest live change written
     headwater:source:{id}:skipped       HASH  uri -> version that was skipped (not read again unchanged)
     headwater:vec:{model}:{hash}        STR   vector cache by model identity and chunk content hash
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from headwater.errors import RunDataMissing
 from headwater.fleet import keys
 from headwater.models import DocumentChange
 
@@ -89,6 +90,14 @@ if ARGV[2] ~= '' then redis.call('HSET', KEYS[1], ARGV[3], ARGV[2]) end
 return 1
 """
 
+# Let a live change write unless a newer change of the same uri already wrote (order keys compare as strings).
+_ORDER = """
+local current = redis.call('HGET', KEYS[1], ARGV[1])
+if current and ARGV[2] < current then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+return 1
+"""
+
 # Accept a live change only if it is newer than every change of the same uri accepted before.
 _ACCEPT = """
 local current = redis.call('HGET', KEYS[1], ARGV[1])
@@ -107,6 +116,7 @@ class RunStore:
         self._claim = redis.register_script(_CLAIM)
         self._transition = redis.register_script(_TRANSITION)
         self._accept = redis.register_script(_ACCEPT)
+        self._order = redis.register_script(_ORDER)
 
     def create(self, source_id: str, spec: dict[str, Any], target: Target, *, kind: str = "full", window: int = 32,
                allow_mass_delete: bool = False, changes: list[DocumentChange] | None = None,
@@ -182,13 +192,13 @@ class RunStore:
     def spec(self, run_id: str) -> dict[str, Any]:
         raw = self.redis.get(keys.run(run_id, "source"))
         if raw is None:
-            raise LookupError(f"run {run_id} has no source spec (its history was trimmed or Redis was emptied)")
+            raise RunDataMissing(f"run {run_id} has no source spec (its history was trimmed or Redis was emptied)")
         return json.loads(raw)
 
     def change(self, run_id: str, uri: str) -> DocumentChange:
         raw = self.redis.hget(keys.run(run_id, "changes"), uri)
         if raw is None:
-            raise LookupError(f"run {run_id} has no change for {uri}")
+            raise RunDataMissing(f"run {run_id} has no change for {uri}")
         return DocumentChange.from_json(json.loads(raw))
 
     def gone(self, run_id: str) -> list[str]:
@@ -245,10 +255,13 @@ class RunStore:
         """Whether a live change is newer than every change of its uri accepted before (duplicates are not)."""
         return bool(self._accept(keys=[keys.source(source_id, "latest")], args=[change.uri, change.order_key]))
 
-    def is_latest(self, source_id: str, change: DocumentChange) -> bool:
-        """Whether no newer live change of this uri has been accepted since."""
-        current = self.redis.hget(keys.source(source_id, "latest"), change.uri)
-        return current is None or _text(current) <= change.order_key
+    def claim_order(self, source_id: str, change: DocumentChange) -> bool:
+        """Whether a live change may write its document: no newer change of the uri has been written.
+
+        Checked at write time, not acceptance: an older change whose run read the newer bytes may
+        write them (a newer run deduplicated against it), but never after a newer change wrote.
+        """
+        return bool(self._order(keys=[keys.source(source_id, "written-order")], args=[change.uri, change.order_key]))
 
 
 def _text(value: Any) -> str:

@@ -20,7 +20,7 @@ from headwater import outcomes
 from headwater.deletion_guard import check_deletions, likely_deletions
 from headwater.document_plan import DocumentFacts, plan_document, unchanged_by_version
 from headwater.errors import (ConfigurationError, DocumentVanished, ListingError, PermanentDocumentError,
-                              SkippedDocument)
+                              RunDataMissing, SkippedDocument)
 from headwater.fleet import keys
 from headwater.fleet.context import Fleet
 from headwater.fleet.state import DENSE, FETCH, FINISH, LIST, PARSE, SPARSE, WRITE, Moved
@@ -65,7 +65,7 @@ def run_step(fleet: Fleet, run_id: str, step: str, uri: str, body: Callable[[Hel
     try:
         with fleet.renewing([keys.member(run_id, step, uri)], token):
             body(held)
-    except (PermanentDocumentError, ConfigurationError, ListingError, LookupError) as exc:
+    except (PermanentDocumentError, ConfigurationError, ListingError, RunDataMissing) as exc:
         _end_failed(held, str(exc))
     except Exception as exc:  # noqa: BLE001  (anything else is worth a retry: Chroma, Redis or the source blinked)
         _retry_later(held, exc)
@@ -174,7 +174,7 @@ def fetch(fleet: Fleet, run_id: str, uri: str) -> None:
         except DocumentVanished:
             _to_write_or_end(held, outcomes.removed(uri, stored, outcomes.DELETED), run.target.collection)
             return
-        version = change.version or fetched.doc_hash
+        version = fetched.version or change.version or fetched.doc_hash
         modified_time = fetched.modified_time or change.observed_at
         if stored and stored.complete and stored.doc_hash == fetched.doc_hash:
             _to_write_or_end(held, outcomes.touched(stored, version, modified_time), run.target.collection)
@@ -350,7 +350,7 @@ def _queue_writes(fleet: Fleet, writer: BatchWriter, run, uri: str) -> tuple[str
             record.metadata[ckeys.SPARSE] = sparse[h].decode()
     newer = not fleet.runs.claim_document(run.source_id, uri, run.seq)
     if not newer and run.kind == "live":
-        newer = not fleet.runs.is_latest(run.source_id, fleet.runs.change(run.id, uri))
+        newer = not fleet.runs.claim_order(run.source_id, fleet.runs.change(run.id, uri))
     if newer:  # a newer run or a newer live change already owns this document
         return outcomes.UNCHANGED, ""
     outcomes.write_outcome(writer, outcome)

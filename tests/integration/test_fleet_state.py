@@ -151,7 +151,9 @@ def test_live_changes_are_accepted_once_and_only_when_newer(client):
     assert runs.accept_live("src", new)
     assert not runs.accept_live("src", new)  # the same change again
     assert not runs.accept_live("src", old)  # an older one, late
-    assert runs.is_latest("src", new) and not runs.is_latest("src", old)
+    # Writes: an older change may write until a newer one has written, never after.
+    assert runs.claim_order("src", old) and runs.claim_order("src", new)
+    assert not runs.claim_order("src", old) and runs.claim_order("src", new)
 
 
 def test_history_keeps_unfinished_runs_and_the_newest_finished_per_source(client):
