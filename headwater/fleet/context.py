@@ -12,7 +12,6 @@ from typing import Any
 
 from headwater.chroma_store import ChromaStore
 from headwater.errors import ConfigurationError
-from headwater.fleet import keys
 from headwater.fleet.crash import CrashPoints
 from headwater.fleet.payloads import PayloadStore
 from headwater.fleet.runs import Run, RunStore, Target
@@ -125,6 +124,3 @@ class Fleet:
     @staticmethod
     def new_token() -> str:
         return uuid.uuid4().hex
-
-    def lease_members(self, run_id: str, step: str, uri: str) -> list[str]:
-        return [keys.member(run_id, step, uri)]

@@ -47,6 +47,25 @@ class FleetProcesses:
     def start_beat(self) -> subprocess.Popen:
         return self._start("beat", "beat", "--schedule-file", str(self.logs / "beat-schedule"))
 
+    def start_fleet(self) -> None:
+        """One worker (all queues) and the beat."""
+        self.start_worker()
+        self.start_beat()
+
+    def queue_sync(self, collection: str, folder: Path, source_id: str, **options):  # noqa: ANN201
+        """Queue a full run of a folder; returns (the enqueuing Fleet, the run id)."""
+        from connectors.folder import FolderConnector
+        from headwater.fleet.context import local_target
+        from headwater.fleet.enqueue import enqueue_sync
+
+        fleet = self.client(collection)
+        spec = FolderConnector(source_id, folder).spec()
+        return fleet, enqueue_sync(fleet, spec, local_target(fleet.settings), **options)
+
+    def documents(self, collection: str) -> set[str]:
+        """The uris the collection holds."""
+        return {metadata["uri"] for _, metadata in self.records(collection).values()}
+
     def kill(self, name: str) -> None:
         """SIGKILL a whole worker (main process and pool), as a preempted node or an OOM kill would."""
         process = self.processes.pop(name)

@@ -10,6 +10,9 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -102,8 +105,7 @@ def spec(folder: Path, source_id: str) -> dict:
 
 
 def run_sync(processes, collection: str, folder: Path, source_id: str, seconds: float = 180, **options):  # noqa: ANN001
-    fleet = processes.client(collection)
-    run_id = enqueue_sync(fleet, spec(folder, source_id), local_target(fleet.settings), **options)
+    fleet, run_id = processes.queue_sync(collection, folder, source_id, **options)
     return fleet, processes.wait_for_run(fleet, run_id, seconds)
 
 
@@ -191,7 +193,7 @@ def test_collection_option_is_honoured(processes, collection, tmp_path):
     result = processes.cli("sync", str(folder), "--fleet", "--wait", "--source-id", "col", "--collection", other,
                            collection=collection)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert len({m["uri"] for _, m in processes.records(other).values()}) == 2
+    assert len(processes.documents(other)) == 2
     assert processes.records(collection) == {}
 
 
@@ -260,6 +262,26 @@ def test_duplicated_and_reordered_live_changes_converge_on_the_newest(processes,
     newest = {text for text, m in reference.records().values() if m["uri"] == "runbook-0.md"}
     embedded = processes.embedded_texts()
     assert embedded["dense"] - before["dense"] <= len(newest)  # each new text embedded once
+
+
+def test_watch_fleet_forwards_file_events_as_live_changes(processes, collection, tmp_path):
+    folder = tmp_path / "watched"
+    write_corpus(folder, documents=2)
+    watcher = subprocess.Popen([sys.executable, "-m", "headwater.cli", "watch", str(folder), "--fleet", "--source-id",
+                                "watched"], env={**processes.env, "HEADWATER_COLLECTION": collection,
+                                                 "HEADWATER_WATCH_DEBOUNCE_SECONDS": "0.2"},
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_until(lambda: processes.documents(collection) == {"runbook-0.md", "runbook-1.md"}, 120, "the first run")
+        (folder / "added.md").write_text("# Added\n\nA note written while the folder was watched.\n")
+        (folder / "runbook-0.md").unlink()
+        wait_until(lambda: processes.documents(collection) == {"runbook-1.md", "added.md"}, 120, "the live changes")
+        kinds = {run.kind for run in processes.client(collection).runs.list(20, "watched")}
+        assert kinds == {"full", "live"}
+    finally:
+        watcher.send_signal(signal.SIGINT)
+        output, _ = watcher.communicate(timeout=30)
+    assert watcher.returncode == 0, output[-2000:]
 
 
 def test_cancel_end_to_end(processes, collection, tmp_path):
@@ -353,17 +375,15 @@ def test_a_chroma_outage_of_30_seconds_mid_run(own, tmp_path):
         fleet_processes = _chroma_processes(redis_url, own)
         try:
             with chroma_server(own["root"], own["chroma_port"]):
-                fleet_processes.start_worker()
-                fleet_processes.start_beat()
-                fleet = fleet_processes.client("outage")
-                run_id = enqueue_sync(fleet, spec(folder, "outage"), local_target(fleet.settings))
+                fleet_processes.start_fleet()
+                fleet, run_id = fleet_processes.queue_sync("outage", folder, "outage")
                 wait_until(lambda: fleet.runs.get(run_id).counters["indexed"] >= 2, 180, "the run to get going")
             time.sleep(30)  # Chroma is down: reads and writes fail and are retried with backoff
             assert not fleet.runs.get(run_id).status.finished
             with chroma_server(own["root"], own["chroma_port"]):
                 run = fleet_processes.wait_for_run(fleet, run_id, 400)
                 assert run.status.value == "complete", run.to_json()
-                assert len({m["uri"] for _, m in fleet_processes.records("outage").values()}) == 12
+                assert len(fleet_processes.documents("outage")) == 12
         finally:
             fleet_processes.stop()
 
@@ -377,10 +397,8 @@ def test_a_flush_whose_chroma_stays_down_fails_its_documents_and_retry_recovers(
                                             HEADWATER_FLUSH_DELAY_SECONDS="15")
         try:
             with chroma_server(own["root"], own["chroma_port"]):
-                fleet_processes.start_worker()
-                fleet_processes.start_beat()
-                fleet = fleet_processes.client("down")
-                run_id = enqueue_sync(fleet, spec(folder, "down"), local_target(fleet.settings))
+                fleet_processes.start_fleet()
+                fleet, run_id = fleet_processes.queue_sync("down", folder, "down")
                 wait_until(lambda: set(fleet.runs.states(run_id).values()) == {"write"}, 120,
                            "every document to wait for its write")
             run = fleet_processes.wait_for_run(fleet, run_id, 120)  # Chroma is down for good
@@ -390,7 +408,7 @@ def test_a_flush_whose_chroma_stays_down_fails_its_documents_and_retry_recovers(
             with chroma_server(own["root"], own["chroma_port"]):
                 again = retry_run(fleet, run_id)
                 assert fleet_processes.wait_for_run(fleet, again, 120).status.value == "complete"
-                assert len({m["uri"] for _, m in fleet_processes.records("down").values()}) == 3
+                assert len(fleet_processes.documents("down")) == 3
         finally:
             fleet_processes.stop()
 
@@ -401,16 +419,14 @@ def test_redis_restarted_empty_costs_time_not_data(own, tmp_path):
     with chroma_server(own["root"], own["chroma_port"]):
         with redis_server(own["root"], own["redis_port"]) as redis_url:
             fleet_processes = _chroma_processes(redis_url, own)
-            fleet_processes.start_worker()
-            fleet_processes.start_beat()
-            fleet = fleet_processes.client("redis-loss")
-            run_id = enqueue_sync(fleet, spec(folder, "redis-loss"), local_target(fleet.settings))
+            fleet_processes.start_fleet()
+            fleet, run_id = fleet_processes.queue_sync("redis-loss", folder, "redis-loss")
             wait_until(lambda: fleet.runs.get(run_id).counters["indexed"] >= 2, 180, "the run to get going")
         # Redis is gone with every queue, run record and payload; it comes back empty.
         try:
             with redis_server(own["root"], own["redis_port"]):
                 assert fleet.runs.get(run_id) is None
-                again = enqueue_sync(fleet, spec(folder, "redis-loss"), local_target(fleet.settings))
+                _, again = fleet_processes.queue_sync("redis-loss", folder, "redis-loss")
                 assert fleet_processes.wait_for_run(fleet, again, 300).status.value == "complete"
                 records = fleet_processes.records("redis-loss")
                 by_uri: dict[str, list] = {}
