@@ -286,19 +286,19 @@ def test_watch_fleet_forwards_file_events_as_live_changes(processes, collection,
 
 def test_cancel_end_to_end(processes, collection, tmp_path):
     folder = tmp_path / "many"
-    write_corpus(folder, documents=16)
-    fleet = processes.client(collection)
-    run_id = enqueue_sync(fleet, spec(folder, "many"), local_target(fleet.settings))
+    write_corpus(folder, documents=40)  # far more than can finish while the cancel is on its way
+    fleet, run_id = processes.queue_sync(collection, folder, "many")
     wait_until(lambda: fleet.runs.get(run_id).counters["indexed"] >= 1, 120, "the first document to be indexed")
     result = processes.cli("cancel", run_id[:10], collection=collection)
     assert result.returncode == 0 and "cancelled" in result.stdout, result.stderr
-    run = processes.wait_for_run(fleet, run_id, 10)
-    assert run.status.value == "cancelled"
-    time.sleep(3)  # in-flight steps find the run finished; the sweeper drops its leases
-    after = fleet.runs.get(run_id)
-    assert after.counters["indexed"] < 16 and after.status.value == "cancelled"
+    assert processes.wait_for_run(fleet, run_id, 10).status.value == "cancelled"
+    # No step of a cancelled run commits again, and the sweeper drops its leases.
     wait_until(lambda: not [m for m in processes.redis.zrange(keys.LEASES, 0, -1) if m.decode().startswith(run_id)],
                30, "the cancelled run's leases to be dropped")
+    indexed = fleet.runs.get(run_id).counters["indexed"]
+    assert indexed < 40 and len(processes.documents(collection)) <= indexed + fleet.settings.run_window
+    again = processes.cli("cancel", run_id, collection=collection)
+    assert again.returncode == 1 and "already finished" in again.stderr
 
 
 def test_the_same_sync_queued_five_times_embeds_each_text_once(processes, collection, tmp_path):
