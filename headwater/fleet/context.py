@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import random
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -98,11 +99,17 @@ class Fleet:
 
     @contextmanager
     def renewing(self, members: list[str], token: str) -> Iterator[None]:
-        """Keep these leases alive while the block runs (a thread renews them every lease/4)."""
+        """Keep these leases alive while the block runs (a thread renews them every lease/4).
+
+        Renewal stops after visibility_timeout_seconds, the documented bound on one task: a step
+        hung on a source that never answers then loses its lease and is run again (and, after
+        max_deliveries, failed), instead of holding its run open forever.
+        """
         stop = threading.Event()
+        give_up_at = time.monotonic() + self.settings.visibility_timeout_seconds
 
         def renew() -> None:
-            while not stop.wait(self.settings.lease_seconds / 4):
+            while not stop.wait(self.settings.lease_seconds / 4) and time.monotonic() < give_up_at:
                 try:
                     self.state.renew(token, members)
                 except Exception:  # noqa: BLE001  (Redis blinked: the next renewal tries again)
