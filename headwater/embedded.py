@@ -46,7 +46,27 @@ def open_engine(settings: Settings, progress: Progress | None = None,
         store = ChromaStore.from_settings(settings, dense_model=dense_identity(settings.dense_model_dir),
                                           sparse_model=sparse_identity(settings.sparse_model_dir), observers=observers)
         index = None
-        if not settings.is_cloud:  # Chroma Cloud indexes the sparse vectors itself
+        if not remote:
             index = open_sparse_index(store, sparse_index_dir(settings), save=True)
             store.observers.append(index.written)
+        elif not settings.is_cloud:  # Chroma Cloud indexes the sparse vectors itself
+            _log_writes(settings, store)
         yield SyncEngine(store, dense, sparse, settings, progress, sparse_index=index)
+
+
+def _log_writes(settings: Settings, store: ChromaStore) -> None:
+    """Against a Chroma server, log writes for the searchers that follow it (headwater.write_log)."""
+    import logging
+
+    from headwater.fleet.context import redis_client
+    from headwater.write_log import WriteLog
+
+    redis = redis_client(settings)
+    try:
+        redis.ping()
+    except Exception as exc:  # noqa: BLE001
+        logging.getLogger(__name__).warning(
+            "no Redis at the configured URL (%s): searchers of this server will notice these writes "
+            "only at their next audit (a rebuild)", type(exc).__name__)
+        return
+    store.observers.append(WriteLog(redis, store.collection.name))

@@ -81,8 +81,9 @@ class Searcher:
     """Holds the query-side models and the sparse index for one collection."""
 
     def __init__(self, store: ChromaStore, dense: DenseEmbedder, sparse: SpladeEncoder,
-                 index: SparseIndex | None, index_dir: Path | None = None) -> None:
+                 index: SparseIndex | None, index_dir: Path | None = None, follower: Any = None) -> None:
         self.store = store
+        self.follower = follower  # a FollowedIndex, against a Chroma server
         self.dense = dense
         self.sparse = sparse
         self.index = index
@@ -164,7 +165,10 @@ class Searcher:
         return index.search(indices, values, n, accept)
 
     def _refresh_index(self) -> None:
-        """Pick up a newer index saved by a writer in another process."""
+        """Pick up writes: from the server's write log, or a newer index saved by an embedded writer."""
+        if self.follower is not None:
+            self.index = self.follower.refresh()
+            return
         if self.index_dir is None:
             return
         saved = SparseIndex.saved_generation(self.index_dir)
@@ -197,10 +201,32 @@ def open_searcher(settings: Settings) -> Searcher:
 
     store = ChromaStore.from_settings(settings, create=False)
     directory = sparse_index_dir(settings)
-    # Readers never write the index: only the process holding the writer lock saves it.
-    index = None if store.cloud else open_sparse_index(store, directory, save=False)
+    follower = following_index(settings, store) if settings.chroma_host and not store.cloud else None
+    if follower is not None:
+        index = follower.index
+    else:
+        # Readers never write an embedded index: only the process holding the writer lock saves it.
+        index = None if store.cloud else open_sparse_index(store, directory, save=False)
     # One thread per model: hybrid queries run both sides at once, and two multi-threaded runtimes
     # on the same cores slow each other down (measured: 62 ms -> 21 ms p50 on two cores).
     threads = settings.model_threads or 1
     return Searcher(store, DenseEmbedder(settings.dense_model_dir, threads),
-                    SpladeEncoder(settings.sparse_model_dir, threads), index, directory)
+                    SpladeEncoder(settings.sparse_model_dir, threads), index, directory, follower)
+
+
+def following_index(settings: Settings, store: ChromaStore) -> Any:
+    """A sparse index on disk that follows the server collection's write log; None without Redis."""
+    import logging
+
+    from headwater.fleet.context import redis_client
+    from headwater.write_log import FollowedIndex
+
+    redis = redis_client(settings)
+    try:
+        redis.ping()
+    except Exception as exc:  # noqa: BLE001  (no Redis: rebuild in memory, as a one-off reader would)
+        logging.getLogger(__name__).warning("no Redis at the configured URL (%s); the sparse index is rebuilt "
+                                            "in memory and does not follow new writes", type(exc).__name__)
+        return None
+    place = f"{settings.chroma_host}-{settings.chroma_port}"
+    return FollowedIndex(store, redis, settings.sparse_index_dir / place / settings.collection)

@@ -47,6 +47,8 @@ class Settings(BaseSettings):
     chroma_cloud_tenant: str | None = None
     chroma_cloud_database: str | None = None
     collection: str = "headwater"
+    # Where a process searching a Chroma server keeps its sparse index (it follows the write log).
+    sparse_index_dir: Path = Path(".headwater/sparse-index")
 
     # Fleet mode: Redis carries queues, run records and in-flight payloads (it keeps no data
     # that cannot be recomputed: Chroma is the record of what is indexed).

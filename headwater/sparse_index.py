@@ -273,6 +273,10 @@ class SparseIndex:
     def generation(self) -> int:
         return self._generation
 
+    def mark_changed(self) -> None:
+        """Make the next persist() write a new generation even if nothing changed since the last."""
+        self._dirty = True
+
 
 def _top(rows: np.ndarray, scores: np.ndarray, n: int) -> np.ndarray:
     """The n best rows, best first (ties by row number, so results are deterministic)."""

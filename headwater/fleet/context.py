@@ -18,6 +18,7 @@ from headwater.fleet.payloads import PayloadStore
 from headwater.fleet.runs import Run, RunStore, Target
 from headwater.fleet.state import StateMachine
 from headwater.settings import Settings
+from headwater.write_log import WriteLog
 
 # send(step, args, countdown=None): enqueue a step's task (workers/tasks.py routes it to its queue).
 Send = Callable[..., None]
@@ -58,8 +59,11 @@ class Fleet:
         with self._stores_lock:
             if target.collection not in self._stores:
                 settings = self.settings.model_copy(update={"collection": target.collection})
-                self._stores[target.collection] = ChromaStore.from_settings(
+                store = ChromaStore.from_settings(
                     settings, fleet=True, dense_model=target.dense_model, sparse_model=target.sparse_model)
+                if not store.cloud:  # searchers follow the log to keep their sparse index current
+                    store.observers.append(WriteLog(self.redis, target.collection))
+                self._stores[target.collection] = store
             return self._stores[target.collection]
 
     @functools.cached_property

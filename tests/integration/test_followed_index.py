@@ -1,0 +1,80 @@
+"""A searcher of a Chroma server follows the write log: new chunks are found without a rebuild."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import redis
+
+from headwater import chroma_store as keys
+from headwater.chroma_store import ChromaStore
+from headwater.settings import Settings
+from headwater.sparse_codec import encode_sparse
+from headwater.write_log import FollowedIndex, WriteLog
+from tests.services import chroma_server, redis_server
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory):
+    root = tmp_path_factory.mktemp("follow")
+    with redis_server(root) as url, chroma_server(root) as (host, port):
+        yield url, host, port
+
+
+@pytest.fixture
+def setup(servers, tmp_path, request):
+    url, host, port = servers
+    client = redis.Redis.from_url(url)
+    collection = "f-" + request.node.name[-40:].replace("_", "-")
+    store = ChromaStore.from_settings(Settings(chroma_host=host, chroma_port=port, collection=collection))
+    store.observers.append(WriteLog(client, collection))
+    return store, client, tmp_path / "index"
+
+
+def write(store: ChromaStore, ids: list[str], term: int) -> None:
+    """Records whose sparse vector holds `term` (and a term of their own)."""
+    metadatas = [{keys.URI: f"{i}.md", keys.SOURCE_ID: "s",
+                  keys.SPARSE: encode_sparse(np.array([term, 1000 + n]), np.array([1.0, 0.5]))}
+                 for n, i in enumerate(ids)]
+    store.upsert(ids, [f"text {i}" for i in ids], [[0.1, 0.2, 0.3]] * len(ids), metadatas)
+
+
+def found(index, term: int) -> set[str]:  # noqa: ANN001
+    return {i for i, _ in index.search(np.array([term]), np.array([1.0]), 50, lambda rows: [True] * len(rows))}
+
+
+def test_new_writes_are_found_and_a_restart_does_not_rebuild(setup):
+    store, client, directory = setup
+    write(store, ["a", "b", "c"], term=7)
+    follower = FollowedIndex(store, client, directory, min_interval=0)
+    assert follower.rebuilt and found(follower.index, 7) == {"a", "b", "c"}
+
+    write(store, ["d"], term=7)
+    store.delete(["a"])
+    started = time.monotonic()
+    while found(follower.refresh(), 7) != {"b", "c", "d"}:
+        assert time.monotonic() - started < 5, "a new chunk was not found within 5 s"
+        time.sleep(0.05)
+
+    follower.save()
+    write(store, ["e"], term=7)  # written while no searcher runs
+    restarted = FollowedIndex(store, client, directory, min_interval=0)
+    assert not restarted.rebuilt and found(restarted.index, 7) == {"b", "c", "d", "e"}
+
+
+def test_a_lost_log_or_an_unlogged_write_leads_to_a_rebuild(setup):
+    store, client, directory = setup
+    write(store, ["a", "b"], term=9)
+    follower = FollowedIndex(store, client, directory, min_interval=0, audit_seconds=0)
+    follower.save()
+    client.delete(f"headwater:col:{store.collection.name}:writes")  # Redis lost the stream
+    write(store, ["c"], term=9)
+    assert found(follower.refresh(), 9) == {"a", "b", "c"}
+
+    store.observers.clear()  # another tool writes the collection without logging
+    write(store, ["x"], term=9)
+    assert found(follower.refresh(), 9) == {"a", "b", "c", "x"}  # the count audit catches it
