@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import headwater.offline  # noqa: F401
@@ -131,6 +132,11 @@ class ChromaStore:
     @classmethod
     def from_settings(cls, settings: Settings, *, fleet: bool = False, **options: Any) -> ChromaStore:
         """The configured target and collection, with the configured batch size and the Cloud write cap."""
+        embedded = not (settings.chroma_host or settings.is_cloud)
+        if embedded and not options.get("create", True) and not Path(settings.chroma_path).is_dir():
+            # Opening a client there would create an empty database at a mistyped path.
+            raise ConfigurationError(f"there is no embedded Chroma at {settings.chroma_path}; check --chroma-path "
+                                     "(or HEADWATER_CHROMA_PATH), or run `headwater sync` first")
         return cls(make_client(settings, fleet=fleet), settings.collection, batch_size=settings.upsert_batch_size,
                    cloud=settings.is_cloud, **options)
 

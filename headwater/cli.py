@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import textwrap
 import logging
 import sys
 from typing import Annotated, Any, Optional
@@ -14,13 +15,21 @@ from rich.table import Table
 import headwater.offline  # noqa: F401
 from headwater import cli_fleet
 from headwater.cli_common import (AllowMassDeleteOpt, ChromaPathOpt, CollectionOpt, ExcludeOpt, IncludeOpt,
-                                  SourceIdOpt, resolve_connector, fail, cli_settings, err, out, stop_on_signals)
+                                  SourceIdOpt, configure_logging, resolve_connector, fail, cli_settings, err, out, stop_on_signals)
 from headwater.errors import HeadwaterError
 from headwater.report import SyncReport
 from headwater.settings import load_settings
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Keep data sources in sync with a Chroma collection.")
+
+
+@app.callback()
+def _options(verbose: Annotated[bool, typer.Option(
+        "--verbose", "-v", help="Show the parsing libraries' own warnings (malformed PDFs and the like).")] = False) -> None:
+    configure_logging(verbose)
+
+
 class _RichProgress:
     """Progress bars on stderr for documents and embedded chunks."""
 
@@ -164,7 +173,7 @@ def query(text: Annotated[str, typer.Argument(help="What to search for.")],
         where_found = hit.uri + (f" p.{hit.metadata['page']}" if "page" in hit.metadata else "")
         sides = ", ".join(f"{name} #{r}" for name, r in (("dense", hit.dense_rank), ("sparse", hit.sparse_rank)) if r)
         out.print(f"[bold]{rank}. {where_found}[/bold]  score {hit.score:.4f}  ({sides})")
-        out.print("   " + " ".join(hit.text.split())[:300])
+        out.print("   " + textwrap.shorten(" ".join(hit.text.split()), 300, placeholder=" …"))
 
 
 def _where(raw: str | None) -> dict | None:

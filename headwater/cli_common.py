@@ -10,7 +10,22 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.console import Console
 
+from headwater.errors import ConfigurationError
 from headwater.settings import Settings, load_settings
+
+# Libraries that report each malformed input on stderr as they parse: their words go to the log,
+# and Headwater's own report says what failed and why. `--verbose` shows them.
+CHATTY_LIBRARIES = ("pypdf", "pdfminer", "pikepdf", "unstructured", "unstructured_inference", "PIL", "httpx",
+                    "chromadb", "transformers", "celery.redirected")
+
+
+def configure_logging(verbose: bool) -> None:
+    """Warnings of Headwater on stderr; the parsing libraries' only with --verbose."""
+    import logging
+
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    for name in CHATTY_LIBRARIES:
+        logging.getLogger(name).setLevel(logging.WARNING if verbose else logging.ERROR)
 
 out = Console()
 err = Console(stderr=True)
@@ -42,7 +57,8 @@ def resolve_connector(target: str, settings: Settings, source_id: str | None, in
         return build_connector(declared.kind, declared.id, **declared.options)
     path = Path(target).expanduser()
     if not path.is_dir():
-        raise typer.BadParameter(f"{target} is neither a directory nor a source declared in {settings.config_file}")
+        raise ConfigurationError(f"{target} is neither a directory nor a source declared in {settings.config_file}; "
+                                 "check the path, or declare the source there")
     root = path.resolve()
     excludes = list(exclude or DEFAULT_EXCLUDE)
     chroma = settings.chroma_path.resolve()

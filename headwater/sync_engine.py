@@ -296,6 +296,7 @@ class SyncEngine:
                                 self._version(item), _mtime(item))
         write_outcome(writer, outcomes.moved(item.change.uri, records, origin))
         report.moved += 1
+        report.chunks_deleted += len(origin.ids)  # the records under the old path are gone
         report.chunks_reused += len(records)
 
     @staticmethod

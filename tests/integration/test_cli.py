@@ -66,3 +66,23 @@ def test_query_modes_filters_and_reindex(sample, tmp_path):
     assert rebuilt.returncode == 0 and "rebuilt the sparse index" in rebuilt.stdout
     hybrid = _run("query", "rotate the chroma token", "--chroma-path", "store", "--json", cwd=tmp_path)
     assert json.loads(hybrid.stdout)[0]["uri"] == "ops/runbook.md"
+
+
+def test_newcomer_mistakes_get_exit_1_and_create_nothing(tmp_path):
+    missing = _run("sync", str(tmp_path / "no-such-folder"), "--chroma-path", "store", cwd=tmp_path)
+    assert missing.returncode == 1 and "neither a directory" in missing.stderr, missing.stderr[-2000:]
+    typo = _run("query", "anything", "--chroma-path", "stroe", cwd=tmp_path)
+    assert typo.returncode == 1 and "no embedded Chroma at stroe" in typo.stderr
+    assert not (tmp_path / "stroe").exists()  # a mistyped path is not turned into an empty database
+
+
+def test_library_warnings_stay_out_of_a_sync_unless_verbose(tmp_path):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "notes.md").write_text("# Notes\n\nA readable note about the release checklist, in full sentences.\n")
+    (folder / "broken.pdf").write_bytes(b"%PDF-1.4 this is not really a PDF")
+    quiet = _run("sync", str(folder), "--chroma-path", "store", cwd=tmp_path)
+    assert quiet.returncode == 2 and "broken.pdf" in quiet.stdout
+    assert "invalid pdf header" not in quiet.stderr.lower() and "EOF marker" not in quiet.stderr
+    verbose = _run("--verbose", "sync", str(folder), "--chroma-path", "store", cwd=tmp_path)
+    assert verbose.returncode == 2 and "EOF marker not found" in verbose.stderr
