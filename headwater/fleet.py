@@ -34,7 +34,7 @@ from headwater.runs import RunStore
 from headwater.settings import Settings
 from headwater.sparse_codec import encode_sparse
 from workers import names
-from workers.chunk import chunk_elements
+from workers.chunk import chunk_document
 from workers.fetch import fetch_document
 from workers.parse import parse_document
 from workers.upsert import BatchWriter
@@ -237,7 +237,7 @@ def parse(fleet: Fleet, run_id: str, payload_key: str, facts_json: dict[str, Any
     s = fleet.settings
     try:
         parsed = parse_document(facts_json["uri"], data)
-        chunks = chunk_elements(parsed.elements, s.chunk_size, s.chunk_overlap, s.chunk_min_size)
+        chunks = chunk_document(parsed, facts_json["uri"], s)
     except (SkippedDocument, PermanentDocumentError) as exc:
         if isinstance(exc, PermanentDocumentError):
             fleet.runs.record_error(run_id, facts_json["uri"], str(exc))
