@@ -99,6 +99,8 @@ class _Splitter:
         tokens = self.size(lo, hi)
         symbols = (path,) if path else ()
         if tokens <= self.budget or lo == hi:
+            if not whole:  # a stretch of a file or body that fits: it names the definitions it holds
+                symbols += self._definitions_under(node, path)
             return [Piece(lo, hi, symbols, tokens, whole)]
         pieces: list[Piece] = []
         cursor = lo
@@ -118,6 +120,11 @@ class _Splitter:
         if cursor <= hi:  # closing lines after the last child (a brace, a trailing comment)
             pieces.append(Piece(cursor, hi, symbols, self.size(cursor, hi), False))
         return pieces
+
+    def _definitions_under(self, node: Any, path: str) -> tuple[str, ...]:
+        """Symbol paths of the definitions directly under `node`."""
+        found = (_definition(child, self.source) for child in node.named_children)
+        return tuple(f"{path}.{d[0]}" if path else d[0] for d in found if d)
 
     @staticmethod
     def _children(node: Any) -> list[Any]:
