@@ -84,7 +84,7 @@ def chunk_document(parsed: ParsedDocument, uri: str, settings: Settings) -> list
         drafts = _code_drafts(parsed.elements, uri, suffix, counter, limits)
     else:
         drafts = _text_drafts(parsed.elements, uri, counter, limits)
-    return [_make_chunk(units, header, section, n, fingerprint) for n, (units, header, section) in enumerate(drafts)]
+    return [_make_chunk(draft, n, fingerprint) for n, draft in enumerate(drafts)]
 
 
 # Headers ------------------------------------------------------------------------------------------
@@ -102,7 +102,13 @@ def _header(counter: TokenCounter, limit: int, *parts: str | None) -> tuple[str,
 
 # Prose and plain text ---------------------------------------------------------------------------
 
-_Draft = tuple[list[_Unit], str, "str | None"]
+@dataclass(frozen=True)
+class _Draft:
+    """A chunk before assembly: its units, its header and the section it belongs to."""
+
+    units: list[_Unit]
+    header: str
+    section: str | None = None
 
 
 def _text_drafts(elements: list[Element], uri: str, counter: TokenCounter, limits: _Limits) -> list[_Draft]:
@@ -118,7 +124,7 @@ def _text_drafts(elements: list[Element], uri: str, counter: TokenCounter, limit
         for pieces in _pack(units, budget - limits.overlap, min(limits.min_tokens, budget - limits.overlap)):
             shown = _with_overlap(previous, pieces, limits.overlap) if previous and limits.overlap else pieces
             if any(u.text.strip() for u in pieces):  # runs of blank lines make no chunk
-                drafts.append((shown, header, section))
+                drafts.append(_Draft(shown, header, section))
             previous = pieces
     return drafts
 
@@ -225,7 +231,7 @@ def _code_drafts(elements: list[Element], uri: str, suffix: str, counter: TokenC
         if not any(u.text.strip() for u in group):
             continue
         header, _ = _header(counter, header_limit, path_header, SYMBOL_SEPARATOR.join(_symbols(group)))
-        drafts.append((group, header, None))
+        drafts.append(_Draft(group, header))
     return drafts
 
 
@@ -248,7 +254,8 @@ def _piece_units(piece: Piece, lines: list[str], counter: TokenCounter, budget: 
 
 # Assembly ---------------------------------------------------------------------------------------
 
-def _make_chunk(units: list[_Unit], header: str, section: str | None, index: int, fingerprint: str) -> Chunk:
+def _make_chunk(draft: _Draft, index: int, fingerprint: str) -> Chunk:
+    units, header, section = draft.units, draft.header, draft.section
     body = _without_blank_edges(units[0].text + "".join(u.joiner + u.text for u in units[1:]))
     line_start, line_end = _line_span(units)
     pages = [u.page for u in units if u.page is not None]

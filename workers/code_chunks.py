@@ -16,6 +16,8 @@ from functools import lru_cache
 from pathlib import PurePosixPath
 from typing import Any
 
+from headwater.errors import PermanentDocumentError
+
 # Extension -> (grammar module, its language function).
 _GRAMMARS = {
     ".py": ("tree_sitter_python", "language"), ".pyi": ("tree_sitter_python", "language"),
@@ -53,10 +55,15 @@ _GENERIC_ARGS = re.compile(r"<.*>$", re.S)
 def _parser(suffix: str) -> Any:
     import importlib
 
-    from tree_sitter import Language, Parser
-
     module, function = _GRAMMARS[suffix]
-    return Parser(Language(getattr(importlib.import_module(module), function)()))
+    try:
+        from tree_sitter import Language, Parser
+
+        return Parser(Language(getattr(importlib.import_module(module), function)()))
+    except (ImportError, ValueError) as exc:  # missing wheel, or a grammar built for another runtime
+        raise PermanentDocumentError(
+            f"{suffix} files are chunked with tree-sitter, but its grammar {module} could not be loaded "
+            f"({exc}); run scripts/install.sh to install the versions pyproject.toml pins") from None
 
 
 def code_language(uri: str) -> str | None:

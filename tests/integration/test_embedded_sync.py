@@ -167,6 +167,21 @@ def test_sparse_encoder_matches_the_textbook_formulation(sparse):
         assert np.allclose(values, row[indices], atol=1e-5)
 
 
+def test_sparse_vectors_do_not_depend_on_the_batch(sparse):
+    """Stored (float16) encodings are the same whether a text is encoded alone or among others."""
+    from headwater.sparse_codec import encode_sparse
+
+    texts = [f"Worker {n} retries the upsert of batch {n * 7} when Chroma answers {500 + n}." for n in range(24)]
+    texts += [f"Section {n}: " + "the sync engine reads, parses, chunks and embeds every document. " * 12
+              for n in range(12)]
+    texts += ["short", "a different, somewhat longer text about sparse vectors"]
+    lengths = [len(ids) for ids in sparse.tokenizer(texts)["input_ids"]]
+    assert max(lengths.count(n) for n in set(lengths)) >= 8  # real batches were formed
+    batched = [encode_sparse(indices, values) for indices, values in sparse.encode(texts)]
+    alone = [encode_sparse(*sparse.encode([text])[0]) for text in texts]
+    assert batched == alone
+
+
 def test_dense_embedder_matches_chromas_default_function(dense):
     from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
 

@@ -1,0 +1,121 @@
+"""Labelled queries for bench/retrieval.py: plain-English needs, each answered by one or two documents.
+
+Two corpora: the standard library's docstrings (one Markdown document per module) and the source
+code of `click`, the command-line toolkit installed with Headwater (its .py files as they are).
+No query names the module that answers it. Each corpus has a reported set and a separate, small
+dev set: any tuning looks only at the dev set, never at the figures the README reports.
+"""
+
+from __future__ import annotations
+
+# need -> the stdlib module whose documentation answers it (document `<module>.md`)
+STDLIB_DOCS: dict[str, str] = {
+    "parse command-line options, positional arguments and sub-commands": "argparse",
+    "read and write comma separated value files with dialects": "csv",
+    "compare sequences and compute the differences between lines of text": "difflib",
+    "send an email message through a mail server": "smtplib",
+    "wrap and fill paragraphs of plain text to a given width": "textwrap",
+    "copy files and remove whole directory trees": "shutil",
+    "shell-style wildcard matching of file names": "fnmatch",
+    "generate pseudo-random numbers and shuffle a list": "random",
+    "mean, median, standard deviation and variance of data": "statistics",
+    "priority queue implemented as a binary heap": "heapq",
+    "insert into a list while keeping it sorted": "bisect",
+    "exact arithmetic on rational numbers with numerator and denominator": "fractions",
+    "serialize Python objects to a byte stream and back": "pickle",
+    "persistent dictionary stored in a database file": "shelve",
+    "create temporary files and directories that are removed automatically": "tempfile",
+    "dates, times, durations and time zone offsets": "datetime",
+    "leap years and the weekday of a given date, print a month": "calendar",
+    "shallow and deep copies of objects": "copy",
+    "get the source code and call signature of a function at runtime": "inspect",
+    "run a child process, connect to its pipes and read its return code": "subprocess",
+    "locks, events and conditions for running code in parallel threads": "threading",
+    "exchange items safely between producer and consumer threads": "queue",
+    "encode binary data as printable ASCII text with base 16, 32 or 64": "base64",
+    "compute a SHA-256 or MD5 digest of some bytes": "hashlib",
+    "authenticate a message with a secret key and a hash": "hmac",
+    "generate hard-to-guess tokens suitable for passwords and security": "secrets",
+    "universally unique identifiers from random numbers or host and time": "uuid",
+    "read and write ZIP archives": "zipfile",
+    "read and write tar archives, optionally compressed": "tarfile",
+    "compress a file the way the gzip program does": "gzip",
+    "configuration files with sections and key value pairs, INI style": "configparser",
+    "split a string into words the way a Unix shell does, with quoting": "shlex",
+    "declare abstract methods that subclasses must implement": "abc",
+    "classes with automatically generated __init__ and __repr__ from annotated fields": "dataclasses",
+    "a set of symbolic names bound to unique constant values": "enum",
+    "partial application, caching of results and reducing a sequence with a function": "functools",
+    "object-oriented filesystem paths": "pathlib",
+    "step through a program line by line with breakpoints": "pdb",
+    "deterministic profiling of where a program spends its time": "profile",
+    "measure the execution time of small code snippets": "timeit",
+    "print nested data structures in a readable, indented form": "pprint",
+    "template strings with dollar-sign substitution and common character constants": "string",
+    "low-level networking: connect, bind, listen and accept connections": "socket",
+    "wait for I/O readiness on many file objects efficiently": "selectors",
+    "refer to an object without keeping it alive": "weakref",
+    "utilities for with-statement context managers, suppressing exceptions": "contextlib",
+    "translate program messages into other languages": "gettext",
+    "find path names matching a pattern, recursively": "glob",
+    "guess the type of a file from its name or URL extension": "mimetypes",
+    "print or format the stack trace of an exception": "traceback",
+    "issue alerts about deprecated features and control which are shown": "warnings",
+    "compression with the LZMA algorithm, .xz files": "lzma",
+    "bzip2 compression and decompression": "bz2",
+    "split Python source code into tokens": "tokenize",
+    "IPv4 and IPv6 addresses and networks": "ipaddress",
+    "run events at given times with a general purpose scheduler": "sched",
+}
+
+STDLIB_DOCS_DEV: dict[str, str] = {
+    "read a file's lines by number, caching them": "linecache",
+    "format numbers and dates the way a country expects": "locale",
+    "decimal floating point with exact rounding for money": "decimal",
+    "walk the syntax tree of Python code": "ast",
+    "an ordered collection that adds and removes at both ends quickly": "collections",
+    "encode and decode URLs and query strings": "urllib",
+}
+
+# need -> the click source files that answer it (any of them counts)
+CLICK_SOURCE: dict[str, tuple[str, ...]] = {
+    "ask for a password without showing what is typed": ("termui.py",),
+    "show a progress bar while looping over a list of items": ("termui.py", "_termui_impl.py"),
+    "tab completion of commands for bash, zsh and fish": ("shell_completion.py",),
+    "run my CLI inside a unit test and capture what it prints": ("testing.py",),
+    "accept only whole numbers between a minimum and a maximum": ("types.py",),
+    "format the help page with indented, wrapped paragraphs and definition lists": ("formatting.py",),
+    "error message when a required argument was not given": ("exceptions.py",),
+    "open an output file only when something is first written to it": ("utils.py",),
+    "print text in red or bold in the terminal": ("termui.py",),
+    "wait for a single key press without the user pressing enter": ("termui.py", "_termui_impl.py"),
+    "value must be a path to a directory that already exists": ("types.py",),
+    "page long output one screen at a time like less": ("termui.py", "_termui_impl.py"),
+    "write unicode to the Windows console correctly": ("_winconsole.py",),
+    "let the user pick one value from a fixed list, ignoring case": ("types.py",),
+    "ask the user a yes or no question before continuing": ("termui.py",),
+    "where should my app store its configuration files on each operating system": ("utils.py",),
+    "stop the program and exit with a given status code": ("exceptions.py",),
+    "add a --version flag that prints the installed package version": ("decorators.py",),
+    "an option that takes several values of different types at once": ("types.py", "core.py"),
+    "split the raw command line into short and long options and their values": ("parser.py",),
+    "open the user's text editor so they can write a message": ("termui.py", "_termui_impl.py"),
+    "make the shared state object available to a command function": ("decorators.py", "globals.py"),
+    "find the current invocation context from anywhere in the program": ("globals.py",),
+    "remove terminal color escape codes when output is not a terminal": ("_compat.py", "termui.py"),
+    "binary and text streams for stdin and stdout that handle encodings": ("_compat.py", "utils.py"),
+    "a command that holds several subcommands": ("core.py", "decorators.py"),
+    "launch a URL or a file in the default application": ("termui.py", "_termui_impl.py"),
+    "wrap long lines of text while keeping the indentation": ("_textwrap.py", "formatting.py"),
+    "read a date and time in one of several formats from the command line": ("types.py",),
+    "expand wildcards and the home directory in arguments on Windows": ("utils.py",),
+}
+
+CLICK_SOURCE_DEV: dict[str, tuple[str, ...]] = {
+    "clear the terminal screen": ("termui.py",),
+    "a file argument that can be - for standard input": ("types.py", "utils.py"),
+    "suggest the closest option name when the user makes a typo": ("exceptions.py", "parser.py"),
+    "hide an option from the help output": ("core.py",),
+    "echo a message to standard error": ("utils.py",),
+    "convert a value to a UUID": ("types.py",),
+}
