@@ -5,14 +5,14 @@ Two corpora nobody wrote for this project, with labelled queries (bench/retrieva
 * stdlib docs: the docstrings of the running interpreter's standard-library modules (top-level
   `*.py`), one Markdown document per module (`<module>.md`: the module docstring, then a section
   per public class and function);
-* click source: the `.py` files of the installed `click` package, as they are.
+* click and rich source: the `.py` files of those installed packages, as they are.
 
 Each corpus is synced twice into a temporary embedded Chroma: with the old character chunker
 (bench/legacy_chunker.py: 900/100/300 characters, no header) and with today's
 (workers/chunk.py). A query is found at rank r when the r-th distinct document among the hits
 is one of its answers. Reported per mode: hit@3, hit@10 and MRR@10.
 
-Run: `python -m bench.retrieval [--corpus docs|code|both] [--dev] [--keep]`. `--dev` runs the
+Run: `python -m bench.retrieval [--corpus docs|click|rich|all] [--dev] [--keep]`. `--dev` runs the
 small dev sets instead: tune on those, never on the reported sets.
 """
 
@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import argparse
 import ast
+import importlib
 import shutil
 import sysconfig
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from time import perf_counter
@@ -64,14 +66,17 @@ def build_stdlib_docs(target: Path, needed: set[str]) -> int:
     return written
 
 
-def build_click_source(target: Path) -> int:
-    """The installed click package's .py files; returns how many were copied."""
-    import click
-
-    files = sorted(Path(click.__file__).parent.glob("*.py"))
-    for source in files:
-        shutil.copyfile(source, target / source.name)
-    return len(files)
+def package_source(name: str) -> Callable[[Path], int]:
+    """A builder that copies an installed package's .py files (its tree) into a corpus folder."""
+    def build(target: Path) -> int:
+        root = Path(importlib.import_module(name).__file__).parent
+        files = sorted(p for p in root.rglob("*.py") if "__pycache__" not in p.parts)
+        for source in files:
+            destination = target / source.relative_to(root)
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, destination)
+        return len(files)
+    return build
 
 
 @dataclass
@@ -89,7 +94,7 @@ def first_relevant_rank(uris: list[str], relevant: set[str]) -> int | None:
             seen.append(uri)
         if len(seen) > K:
             break
-        if uri in relevant:
+        if uri in relevant or uri.split("/", 1)[0] in relevant:  # a file, or any file of a listed folder
             return len(seen)
     return None
 
@@ -130,7 +135,7 @@ def evaluate(workdir: Path, corpus: Path, name: str, queries: dict[str, set[str]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus", choices=("docs", "code", "both"), default="both")
+    parser.add_argument("--corpus", choices=("docs", "click", "rich", "all"), default="all")
     parser.add_argument("--dev", action="store_true", help="the small dev sets (for tuning) instead")
     parser.add_argument("--keep", action="store_true", help="keep the temporary corpora and Chromas")
     args = parser.parse_args()
@@ -140,12 +145,15 @@ def main() -> None:
     corpora = {
         "docs": ("stdlib docs", lambda d: build_stdlib_docs(d, set(docs.values())),
                  {q: {f"{m}.md"} for q, m in docs.items()}),
-        "code": ("click source", build_click_source, {q: set(files) for q, files in code.items()}),
+        "click": ("click source", package_source("click"), {q: set(files) for q, files in code.items()}),
     }
+    if not args.dev:  # rich has no dev set: it was never tuned on
+        corpora["rich"] = ("rich source", package_source("rich"),
+                           {q: set(files) for q, files in retrieval_sets.RICH_SOURCE.items()})
     workdir = Path(tempfile.mkdtemp(prefix="headwater-retrieval-"))
     rows = []
     try:
-        for key in (["docs", "code"] if args.corpus == "both" else [args.corpus]):
+        for key in (list(corpora) if args.corpus == "all" else [args.corpus]):
             label, build, queries = corpora[key]
             corpus = workdir / f"corpus-{key}"
             corpus.mkdir()
