@@ -13,6 +13,7 @@ import logging
 import queue
 import threading
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 from typing import Any, Protocol
@@ -276,8 +277,11 @@ class SyncEngine:
         missing = [h for h in by_hash if h not in known]
         texts = [by_hash[h][0].text for h in missing]
         if texts:
-            dense = self.dense.embed(texts)
-            sparse = self.sparse.encode(texts)
+            # Both models at once, each on its own share of the cores (embedded.threads_per_model).
+            with ThreadPoolExecutor(1, thread_name_prefix="headwater-splade") as pool:
+                sparse_job = pool.submit(self.sparse.encode, texts)
+                dense = self.dense.embed(texts)
+                sparse = sparse_job.result()
             for h, vector, (indices, values) in zip(missing, dense, sparse):
                 known[h] = (vector.tolist(), encode_sparse(indices, values))
             self.progress.embedded(len(texts))

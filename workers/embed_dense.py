@@ -97,6 +97,8 @@ class DenseEmbedder:
 
             options = onnxruntime.SessionOptions()
             options.intra_op_num_threads = threads
+            # Idle pool threads spinning for work would take the cores SPLADE runs on meanwhile.
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
             options.log_severity_level = 3
             self._session = onnxruntime.InferenceSession(
