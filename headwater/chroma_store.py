@@ -25,6 +25,7 @@ CONTENT_HASH = "content_hash"  # hash of this chunk's text
 CHUNK_INDEX = "chunk_index"
 CHUNK_COUNT = "chunk_count"  # how many chunks the document had when written: detects partial writes
 SPARSE = "sparse_vector"  # the SPLADE vector, encoded by headwater.sparse_codec
+CHUNKER = "chunker"  # fingerprint of the chunking rules that cut the chunk (workers.chunk.chunker_fingerprint)
 # Collection metadata: the models its vectors came from.
 DENSE_MODEL_KEY = "headwater_dense_model"
 SPARSE_MODEL_KEY = "headwater_sparse_model"
@@ -95,6 +96,8 @@ class StoredDocument:
     uri: str
     ids: list[str] = field(default_factory=list)
     metadatas: list[dict[str, Any]] = field(default_factory=list)
+    # The fingerprint today's chunker writes; None when the reader does not check it.
+    chunker: str | None = None
 
     @property
     def doc_hash(self) -> str | None:
@@ -108,10 +111,18 @@ class StoredDocument:
 
     @property
     def complete(self) -> bool:
-        """One version throughout and every chunk present: a write that was cut short is not complete."""
+        """One version throughout, every chunk present, and cut by today's chunker.
+
+        A write that was cut short is not complete; neither is a document chunked with other rules
+        or sizes, so every "unchanged?" check sends it through parsing and chunking again.
+        """
         counts = {m.get(CHUNK_COUNT) for m in self.metadatas}
         return (self.doc_hash is not None and self.doc_version is not None and len(counts) == 1
-                and counts.pop() == len(self.ids))
+                and counts.pop() == len(self.ids) and self.current_chunker)
+
+    @property
+    def current_chunker(self) -> bool:
+        return self.chunker is None or all(m.get(CHUNKER) == self.chunker for m in self.metadatas)
 
     def by_id(self) -> dict[str, dict[str, Any]]:
         return dict(zip(self.ids, self.metadatas))
@@ -122,21 +133,25 @@ class ChromaStore:
 
     def __init__(self, client: Any, collection: str, *, batch_size: int = HARD_BATCH_CAP,
                  dense_model: str = "", sparse_model: str = "", observers: Sequence[WriteObserver] = (),
-                 create: bool = True, cloud: bool = False) -> None:
+                 create: bool = True, cloud: bool = False, chunker: str | None = None) -> None:
         self.client = client
         self.cloud = cloud
+        self.chunker = chunker  # stored documents cut by another chunker read as incomplete
         self.batch_limit = write_batch_limit(batch_size, client.get_max_batch_size(), cloud)
         self.observers = list(observers)
         self.collection = self._open(collection, dense_model, sparse_model, create)
 
     @classmethod
     def from_settings(cls, settings: Settings, *, fleet: bool = False, **options: Any) -> ChromaStore:
-        """The configured target and collection, with the configured batch size and the Cloud write cap."""
+        """The configured target and collection, with the configured batch size, Cloud write cap and chunker."""
+        from workers.chunk import chunker_fingerprint
+
         embedded = not (settings.chroma_host or settings.is_cloud)
         if embedded and not options.get("create", True) and not Path(settings.chroma_path).is_dir():
             # Opening a client there would create an empty database at a mistyped path.
             raise ConfigurationError(f"there is no embedded Chroma at {settings.chroma_path}; check --chroma-path "
                                      "(or HEADWATER_CHROMA_PATH), or run `headwater sync` first")
+        options.setdefault("chunker", chunker_fingerprint(settings))
         return cls(make_client(settings, fleet=fleet), settings.collection, batch_size=settings.upsert_batch_size,
                    cloud=settings.is_cloud, **options)
 
@@ -192,7 +207,7 @@ class ChromaStore:
         for where in filters:
             for ids, metadatas in metadata_pages(self.collection, where):
                 for record_id, metadata in zip(ids, metadatas):
-                    doc = docs.setdefault(metadata[URI], StoredDocument(uri=metadata[URI]))
+                    doc = docs.setdefault(metadata[URI], StoredDocument(uri=metadata[URI], chunker=self.chunker))
                     doc.ids.append(record_id)
                     doc.metadatas.append(metadata)
         return docs

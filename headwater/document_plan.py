@@ -50,6 +50,7 @@ def chunk_metadata(facts: DocumentFacts, chunk: Chunk, count: int, title: str | 
         "mime_type": facts.mime_type, "parser": facts.parser, "modified_time": facts.modified_time,
         "title": title, "section": chunk.section, "page": chunk.page, "page_end": chunk.page_end,
         "line_start": chunk.line_start, "line_end": chunk.line_end,
+        "symbol": chunk.symbol, keys.CHUNKER: chunk.chunker,
     }
     # Absent optional keys are written as None, which Chroma stores as "no such key" and which
     # removes a key an earlier version of the chunk had (Chroma merges metadata on upsert and update).
@@ -78,14 +79,3 @@ def plan_document(facts: DocumentFacts, chunks: list[Chunk], stored: StoredDocum
     plan.stale = [i for i in existing if i not in kept]
     return plan
 
-
-def moved_records(source_id: str, new_uri: str, old: dict[str, tuple[str, list[float], dict[str, Any]]],
-                  doc_version: str, modified_time: float) -> list[ChunkRecord]:
-    """A renamed document's records under its new uri and ids, vectors carried over."""
-    ordered = sorted(old.values(), key=lambda r: r[2].get(keys.CHUNK_INDEX, 0))
-    new_ids = chunk_ids(source_id, new_uri, [text for text, _, _ in ordered])
-    return [
-        ChunkRecord(new_id, text, keys.location_metadata(
-            {**metadata, keys.DOC_VERSION: doc_version, "modified_time": modified_time}, new_uri), embedding)
-        for new_id, (text, embedding, metadata) in zip(new_ids, ordered)
-    ]

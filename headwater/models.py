@@ -52,6 +52,8 @@ class Chunk:
     page_end: int | None = None
     line_start: int | None = None
     line_end: int | None = None
+    symbol: str | None = None  # code: the symbol path(s) the chunk holds, e.g. "Session.request"
+    chunker: str | None = None  # fingerprint of the chunking rules that made it (workers.chunk)
 
 
 @dataclass

@@ -3,8 +3,9 @@
 Both modes decide a document's outcome the same way and hand it to `write_outcome`, so the
 embedded engine and the fleet cannot drift: an indexed document adds its new chunks, updates the
 metadata of kept ones and deletes stale ones; a touched one (same bytes, new timestamp) only has
-its version updated; a moved one is re-homed with its vectors; a skipped, vanished or deleted one
-loses its chunks; a failed one keeps whatever was indexed before.
+its version updated; a skipped, vanished or deleted one loses its chunks; a failed one keeps
+whatever was indexed before. (A renamed document is indexed under its new path, whose header its
+chunk texts carry, and its old records are deleted.)
 """
 
 from __future__ import annotations
@@ -60,11 +61,6 @@ def touched(stored: StoredDocument, doc_version: str, modified_time: float) -> O
     updates = {record_id: {**metadata, **fresh} for record_id, metadata in stored.by_id().items()
                if any(metadata.get(k) != v for k, v in fresh.items())}
     return Outcome(stored.uri, UNCHANGED, updates=updates)
-
-
-def moved(uri: str, records: list[ChunkRecord], origin: StoredDocument) -> Outcome:
-    """A renamed document: its records under the new uri, the old ones removed."""
-    return Outcome(uri, INDEXED, upserts=records, deletes=list(origin.ids))
 
 
 def removed(uri: str, stored: StoredDocument | None, state: str, reason: str = "") -> Outcome:

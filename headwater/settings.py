@@ -12,6 +12,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # Chroma rejects larger writes on every client here, and 5,000 is the design's hard cap.
 HARD_BATCH_CAP = 4999
+# all-MiniLM-L6-v2 reads at most 256 word pieces ([CLS] and [SEP] included); more is cut off unread.
+DENSE_WINDOW_TOKENS = 256
 
 
 class SourceConfig(BaseModel):
@@ -79,10 +81,13 @@ class Settings(BaseSettings):
     # Test-only: named crash points (headwater.fleet.crash) are armed through Redis when this is on.
     test_crash_points: bool = False
 
-    # Chunking, in characters: MiniLM reads at most 256 word pieces (~1,000 characters of English).
-    chunk_size: int = Field(default=900, ge=100)
-    chunk_overlap: int = Field(default=100, ge=0)
-    chunk_min_size: int = Field(default=300, ge=0)
+    # Chunking, in the dense model's word pieces. A chunk's whole embedded text (context header and
+    # special tokens included) fits in chunk_tokens; once it holds chunk_min_tokens it ends at the
+    # next paragraph end or content-defined boundary. Changing any of them re-chunks every document
+    # at the next sync (the chunker's fingerprint is part of a document's version).
+    chunk_tokens: int = Field(default=DENSE_WINDOW_TOKENS, ge=64, le=DENSE_WINDOW_TOKENS)
+    chunk_min_tokens: int = Field(default=160, ge=0)
+    chunk_overlap_tokens: int = Field(default=0, ge=0)
 
     # Writes never exceed min(this, the client's max batch size, 4,999).
     upsert_batch_size: int = Field(default=4000, ge=1)
@@ -97,12 +102,15 @@ class Settings(BaseSettings):
     # Editors save in several steps; wait this long after the last event before syncing a file.
     watch_debounce_seconds: float = Field(default=0.5, ge=0)
 
-    @field_validator("chunk_overlap")
+    @field_validator("chunk_min_tokens", "chunk_overlap_tokens")
     @classmethod
-    def _overlap_below_size(cls, value: int, info: Any) -> int:
-        size = info.data.get("chunk_size", 900)
-        if value >= size:
-            raise ValueError(f"chunk_overlap ({value}) must be smaller than chunk_size ({size})")
+    def _room_left_in_the_window(cls, value: int, info: Any) -> int:
+        window = info.data.get("chunk_tokens", DENSE_WINDOW_TOKENS)
+        # The minimum may reach past what a header leaves (the chunker then stops at the budget);
+        # an overlap takes room from every chunk, so it is kept to a quarter of the window.
+        limit = window - 1 if info.field_name == "chunk_min_tokens" else window // 4
+        if value > limit:
+            raise ValueError(f"{info.field_name} ({value}) must be at most {limit} for chunk_tokens {window}")
         return value
 
     @cached_property

@@ -13,6 +13,7 @@ import logging
 import queue
 import threading
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 from typing import Any, Protocol
@@ -23,14 +24,14 @@ from headwater.chroma_store import ChromaStore, StoredDocument
 from headwater.errors import DocumentVanished, PermanentDocumentError, RetryableError, SkippedDocument
 from headwater import outcomes
 from headwater.deletion_guard import check_deletions, likely_deletions
-from headwater.document_plan import DocumentFacts, moved_records, plan_document, unchanged_by_version
+from headwater.document_plan import DocumentFacts, plan_document, unchanged_by_version
 from headwater.outcomes import write_outcome
 from headwater.models import Chunk, ChunkRecord, DocumentChange, Op
 from headwater.report import SyncReport
 from headwater.settings import Settings
 from headwater.sparse_codec import encode_sparse
 from headwater.sparse_index import SparseIndex
-from workers.chunk import chunk_elements
+from workers.chunk import chunk_document
 from workers.embed_dense import DenseEmbedder
 from workers.embed_sparse import SpladeEncoder
 from workers.fetch import FetchedDocument, fetch_document
@@ -63,11 +64,11 @@ class _Item:
     """One document's outcome from the reading side, handed to the writing side."""
 
     change: DocumentChange
-    action: str  # index | touch | move | skip | fail | fatal
+    action: str  # index | touch | skip | fail | fatal
     fetched: FetchedDocument | None = None
     parsed: ParsedDocument | None = None
     chunks: list[Chunk] | None = None
-    moved_from: str | None = None
+    moved_from: str | None = None  # a rename: the uri the same bytes were stored under
     reason: str = ""
     error: BaseException | None = None
 
@@ -84,6 +85,8 @@ class SyncEngine:
         self.progress = progress or _NoProgress()
         # Kept current by the store's write observers; saved once per pass.
         self.sparse_index = sparse_index
+        # The one chunking entry point; replaceable so the benchmarks can compare the old chunker.
+        self.chunker = chunk_document
 
     def sync(self, connector: Lister | Any, *, allow_mass_delete: bool = False) -> SyncReport:
         """A full pass: everything listed is brought up to date, everything no longer listed is removed.
@@ -185,13 +188,15 @@ class SyncEngine:
         if doc and doc.complete and doc.doc_hash == fetched.doc_hash:
             return _Item(change, "touch", fetched=fetched)
         origin = vanishing.get(fetched.doc_hash)
+        moved_from = None
         if doc is None and origin and PurePosixPath(origin).suffix == PurePosixPath(change.uri).suffix:
             del vanishing[fetched.doc_hash]  # one rename per vanished document
-            return _Item(change, "move", fetched=fetched, moved_from=origin)
+            # Chunk texts start with the document's path, so a renamed document is chunked (and
+            # embedded) again under its new path; its old records go in the same window.
+            moved_from = origin
         try:
             parsed = parse_document(change.uri, data)
-            chunks = chunk_elements(parsed.elements, settings.chunk_size, settings.chunk_overlap,
-                                    settings.chunk_min_size)
+            chunks = self.chunker(parsed, change.uri, settings)
         except SkippedDocument as exc:
             return _Item(change, "skip", reason=str(exc))
         except PermanentDocumentError as exc:
@@ -199,7 +204,7 @@ class SyncEngine:
         except Exception as exc:  # a parser bug must not stop the other documents
             log.exception("unexpected error parsing %s", change.uri)
             return _Item(change, "fail", reason=f"unexpected {type(exc).__name__} while parsing; please report it")
-        return _Item(change, "index", fetched=fetched, parsed=parsed, chunks=chunks)
+        return _Item(change, "index", fetched=fetched, parsed=parsed, chunks=chunks, moved_from=moved_from)
 
     def _windows(self, items: queue.Queue) -> Iterable[list[_Item]]:
         window: list[_Item] = []
@@ -238,9 +243,6 @@ class SyncEngine:
                 write_outcome(writer, outcomes.touched(doc, self._version(item), _mtime(item)))  # type: ignore[arg-type]
                 report.unchanged += 1
                 report.chunks_unchanged += len(doc.ids)  # type: ignore[union-attr]
-            elif item.action == "move":
-                deletes.discard(item.moved_from)  # type: ignore[arg-type]
-                self._move(item, stored[item.moved_from], writer, report)  # type: ignore[index]
             else:
                 planned.append(self._plan(item, doc, report))
         if planned:
@@ -248,7 +250,13 @@ class SyncEngine:
         for item, records, updates, stale in planned:
             write_outcome(writer, outcomes.indexed(item.change.uri, records, updates, stale))
             report.chunks_deleted += len(stale)
-            if stored.get(item.change.uri):
+            if item.moved_from in deletes:
+                deletes.discard(item.moved_from)
+                origin = stored[item.moved_from]
+                write_outcome(writer, outcomes.removed(item.moved_from, origin, outcomes.DELETED))
+                report.chunks_deleted += len(origin.ids)  # the records under the old path are gone
+                report.moved += 1
+            elif stored.get(item.change.uri):
                 report.updated += 1
             else:
                 report.added += 1
@@ -275,8 +283,11 @@ class SyncEngine:
         missing = [h for h in by_hash if h not in known]
         texts = [by_hash[h][0].text for h in missing]
         if texts:
-            dense = self.dense.embed(texts)
-            sparse = self.sparse.encode(texts)
+            # Both models at once, each on its own share of the cores (embedded.threads_per_model).
+            with ThreadPoolExecutor(1, thread_name_prefix="headwater-splade") as pool:
+                sparse_job = pool.submit(self.sparse.encode, texts)
+                dense = self.dense.embed(texts)
+                sparse = sparse_job.result()
             for h, vector, (indices, values) in zip(missing, dense, sparse):
                 known[h] = (vector.tolist(), encode_sparse(indices, values))
             self.progress.embedded(len(texts))
@@ -289,15 +300,6 @@ class SyncEngine:
             for record in group:
                 record.embedding = embedding
                 record.metadata[keys.SPARSE] = sparse_vector
-
-    def _move(self, item: _Item, origin: StoredDocument, writer: BatchWriter, report: SyncReport) -> None:
-        """A renamed document: same chunks, vectors copied, under the new uri and ids."""
-        records = moved_records(item.change.source_id, item.change.uri, self.store.records(origin.ids),
-                                self._version(item), _mtime(item))
-        write_outcome(writer, outcomes.moved(item.change.uri, records, origin))
-        report.moved += 1
-        report.chunks_deleted += len(origin.ids)  # the records under the old path are gone
-        report.chunks_reused += len(records)
 
     @staticmethod
     def _version(item: _Item) -> str:

@@ -1,23 +1,45 @@
-"""Chunk stage: elements to chunks that follow the document's structure and stay stable under edits.
+"""Chunk stage: a parsed document to chunks that fill the dense model's window and say where they live.
 
-Sections start at titles and never share a chunk. Within a section, text is packed from small
-units (sentences for prose, lines for text files). A chunk ends when the next unit would not fit,
-or, once it holds `min_size` characters, after a unit whose content hash marks it as a boundary.
-Those content-defined boundaries are what keep an edit local: after the edited unit, chunking
-falls back into step at the next boundary instead of shifting every later chunk.
+Every chunk's text is what the models embed and what the collection stores: a one-line context
+header (the document's path, then its title and section, or for code the symbol path such as
+`Session.request`), a blank line, and the chunk's own lines. Sizes are counted in the dense
+model's word pieces, header and special tokens included, so no chunk is ever truncated.
+
+Prose and plain text: sections start at titles and never share a chunk. Within a section, small
+units (sentences, or lines for text files) are packed until the next would not fit, or, once a
+chunk holds `chunk_min_tokens`, after a unit that ends a paragraph or whose content hash marks it
+as a boundary. Those structural and content-defined boundaries keep an edit local: after the
+edited unit, chunking falls back into step instead of shifting every later chunk.
+
+Source code (workers/code_chunks.py): one chunk per function, method or class where it fits,
+large ones split at inner boundaries, small neighbours merged by the same packing rule.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from headwater.models import Chunk
-from workers.parse import Element
+from headwater.settings import Settings
+from workers.code_chunks import Piece, code_language, syntax_pieces
+from workers.parse import Element, ParsedDocument
+from workers.tokens import SPECIAL_TOKENS, TokenCounter, token_counter
 
-# On average one unit in BOUNDARY_EVERY closes a chunk early (once past min_size).
+# Bump when the chunking rules change: every stored document is then re-chunked by the next sync.
+CHUNKER_VERSION = "2"
+# On average one unit in BOUNDARY_EVERY closes a chunk early (once past the minimum).
 BOUNDARY_EVERY = 4
+HEADER_SEPARATOR = "\n\n"
+SYMBOL_SEPARATOR = ", "
+# A header never takes more than this share of the window; code reserves this much for symbol paths.
+HEADER_SHARE = 4
+SYMBOL_TOKENS = 24
+# Words longer than the tokenizer reads (100 characters) count as one token; bound text by characters too.
+MAX_CHARS_PER_TOKEN = 10
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
 
 
@@ -25,63 +47,135 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
 class _Unit:
     text: str
     joiner: str  # placed between this unit and the previous one in the same chunk
-    page: int | None
-    line: int | None
+    tokens: int
+    ends_block: bool  # the end of a paragraph, or a blank line: a structural place to cut
+    page: int | None = None
+    line: int | None = None
+    line_end: int | None = None
+    symbols: tuple[str, ...] = ()
+    whole: bool = False  # a complete definition: stands alone once it reaches the minimum
 
 
-def chunk_elements(elements: list[Element], size: int = 900, overlap: int = 100, min_size: int = 300) -> list[Chunk]:
-    """Split parsed elements into chunks of at most about `size` + `overlap` characters."""
-    chunks: list[Chunk] = []
-    for title, units in _sections(elements, size):
+@dataclass(frozen=True)
+class _Limits:
+    window: int  # word pieces of the whole embedded text, special tokens included
+    min_tokens: int
+    overlap: int
+
+    def body_budget(self, header_tokens: int) -> int:
+        return self.window - SPECIAL_TOKENS - header_tokens
+
+
+def chunker_fingerprint(settings: Settings) -> str:
+    """A short id of the chunking rules and sizes: a stored document chunked otherwise is out of date."""
+    counter = token_counter(settings.dense_model_dir)
+    key = (f"{CHUNKER_VERSION}|{settings.chunk_tokens}|{settings.chunk_min_tokens}|"
+           f"{settings.chunk_overlap_tokens}|{counter.fingerprint}")
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()[:12]
+
+
+def chunk_document(parsed: ParsedDocument, uri: str, settings: Settings) -> list[Chunk]:
+    """Chunks of one parsed document, each text starting with its context header; the one entry point."""
+    counter = token_counter(settings.dense_model_dir)
+    limits = _Limits(settings.chunk_tokens, settings.chunk_min_tokens, settings.chunk_overlap_tokens)
+    fingerprint = chunker_fingerprint(settings)
+    suffix = code_language(uri) if parsed.parser == "text" else None
+    if suffix:
+        drafts = _code_drafts(parsed.elements, uri, suffix, counter, limits)
+    else:
+        drafts = _text_drafts(parsed.elements, uri, counter, limits)
+    return [_make_chunk(draft, n, fingerprint) for n, draft in enumerate(drafts)]
+
+
+# Headers ------------------------------------------------------------------------------------------
+
+def _header(counter: TokenCounter, limit: int, *parts: str | None) -> tuple[str, int]:
+    """`path > title > section`, cut to `limit` word pieces; returns the text and its size."""
+    seen: list[str] = []
+    for part in parts:
+        part = " ".join((part or "").split())
+        if part and part not in seen:
+            seen.append(part)
+    text, _ = counter.cut(" > ".join(seen), limit)
+    return text, counter.count(text)
+
+
+# Prose and plain text ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Draft:
+    """A chunk before assembly: its units, its header and the section it belongs to."""
+
+    units: list[_Unit]
+    header: str
+    section: str | None = None
+
+
+def _text_drafts(elements: list[Element], uri: str, counter: TokenCounter, limits: _Limits) -> list[_Draft]:
+    drafts: list[_Draft] = []
+    title = next((e.text.strip() for e in elements if e.is_title), None)
+    header_limit = limits.window // HEADER_SHARE
+    for section, section_elements in _sections(elements):
+        header, header_tokens = _header(counter, header_limit, uri, title, section)
+        budget = limits.body_budget(header_tokens)
+        units = _units(section_elements, counter, budget)
         previous: list[_Unit] = []
-        for pieces in _pack(units, size, min_size):
-            # Overlap stays inside a section: a new title is a clean break.
-            shown = _with_overlap(previous, pieces, overlap) if previous and overlap else pieces
+        # Room for the overlap is kept free, so a chunk with its overlap still fits.
+        for pieces in _pack(units, budget - limits.overlap, min(limits.min_tokens, budget - limits.overlap)):
+            shown = _with_overlap(previous, pieces, limits.overlap) if previous and limits.overlap else pieces
             if any(u.text.strip() for u in pieces):  # runs of blank lines make no chunk
-                chunks.append(_make_chunk(shown, title, len(chunks)))
+                drafts.append(_Draft(shown, header, section))
             previous = pieces
-    return chunks
+    return drafts
 
 
-def _sections(elements: list[Element], size: int) -> list[tuple[str | None, list[_Unit]]]:
-    sections: list[tuple[str | None, list[_Unit]]] = []
+def _sections(elements: list[Element]) -> list[tuple[str | None, list[Element]]]:
+    sections: list[tuple[str | None, list[Element]]] = []
     title: str | None = None
-    units: list[_Unit] = []
+    current: list[Element] = []
     for element in elements:
         if element.is_title:
-            if units:
-                sections.append((title, units))
-            title, units = element.text.strip(), []
-        units.extend(_units(element, size, first=not units))
-    if units:
-        sections.append((title, units))
+            if current:
+                sections.append((title, current))
+            title, current = element.text.strip(), []
+        current.append(element)
+    if current:
+        sections.append((title, current))
     return sections
 
 
-def _units(element: Element, size: int, first: bool) -> list[_Unit]:
-    if element.kind == "Lines":
-        parts = _hard_split(element.text, size) or [""]
-        return [_Unit(part, "" if first and n == 0 else "\n", element.page, element.line)
-                for n, part in enumerate(parts)]
-    pieces = [p for p in _SENTENCE_END.split(element.text.strip()) if p]
-    units = []
-    for n, piece in enumerate(pieces):
-        for m, part in enumerate(_hard_split(piece, size)):
-            joiner = "" if first and not units else ("\n\n" if n == 0 and m == 0 else " ")
-            units.append(_Unit(part, joiner, element.page, None))
+def _units(elements: list[Element], counter: TokenCounter, budget: int) -> list[_Unit]:
+    """Sentences of prose elements and lines of text files, each at most `budget` tokens."""
+    raw: list[tuple[str, str, bool, Element]] = []  # text, joiner, ends_block, element
+    for element in elements:
+        if element.kind == "Lines":
+            raw.append((element.text, "\n" if raw else "", not element.text.strip(), element))
+            continue
+        sentences = [p for p in _SENTENCE_END.split(element.text.strip()) if p]
+        for n, sentence in enumerate(sentences):
+            joiner = "" if not raw else ("\n\n" if n == 0 else " ")
+            raw.append((sentence, joiner, n == len(sentences) - 1, element))
+    counts = counter.counts([text for text, _, _, _ in raw])
+    units: list[_Unit] = []
+    for (text, joiner, ends_block, element), tokens in zip(raw, counts):
+        line_joiner = "\n" if element.kind == "Lines" else " "
+        for m, (part, part_tokens) in enumerate(_fit(text, tokens, counter, budget)):
+            units.append(_Unit(part, joiner if m == 0 else line_joiner, part_tokens, ends_block, element.page,
+                               element.line, element.line))
     return units
 
 
-def _hard_split(text: str, size: int) -> list[str]:
-    """A sentence longer than a chunk is cut at whitespace (or anywhere, if it has none)."""
+def _fit(text: str, tokens: int, counter: TokenCounter, budget: int) -> list[tuple[str, int]]:
+    """A unit longer than the budget (in tokens or characters) is cut at whitespace where it can be."""
+    max_chars = budget * MAX_CHARS_PER_TOKEN
+    if tokens <= budget and len(text) <= max_chars:
+        return [(text, tokens)]
     parts = []
-    while len(text) > size:
-        cut = text.rfind(" ", size // 2, size)
-        cut = cut if cut > 0 else size
-        parts.append(text[:cut].rstrip())
-        text = text[cut:].lstrip()
-    if text:
-        parts.append(text)
+    text = text.strip()
+    while text:
+        head, rest = counter.cut(text[:max_chars], budget)
+        text = (rest + text[max_chars:]).strip()
+        parts.append((head, counter.count(head)))
     return parts
 
 
@@ -89,18 +183,19 @@ def _is_boundary(unit: _Unit) -> bool:
     return zlib.crc32(unit.text.encode("utf-8")) % BOUNDARY_EVERY == 0
 
 
-def _pack(units: list[_Unit], size: int, min_size: int) -> list[list[_Unit]]:
+def _pack(units: Sequence[_Unit], budget: int, min_tokens: int) -> list[list[_Unit]]:
+    """Consecutive units in chunks of at most `budget` tokens, cut at structural or content-defined points."""
     packed: list[list[_Unit]] = []
     current: list[_Unit] = []
     length = 0
     for unit in units:
-        added = len(unit.text) + (len(unit.joiner) if current else 0)
-        if current and length + added > size:
+        alone = unit.whole and unit.tokens >= min_tokens
+        if current and (length + unit.tokens > budget or alone):
             packed.append(current)
-            current, length, added = [], 0, len(unit.text)
+            current, length = [], 0
         current.append(unit)
-        length += added
-        if length >= min_size and _is_boundary(unit):
+        length += unit.tokens
+        if alone or (length >= min_tokens and (unit.ends_block or _is_boundary(unit))):
             packed.append(current)
             current, length = [], 0
     if current:
@@ -109,23 +204,90 @@ def _pack(units: list[_Unit], size: int, min_size: int) -> list[list[_Unit]]:
 
 
 def _with_overlap(previous: list[_Unit], pieces: list[_Unit], overlap: int) -> list[_Unit]:
-    """Prefix the trailing units of the previous chunk that fit in `overlap` characters."""
+    """Prefix the trailing units of the previous chunk that fit in `overlap` tokens."""
     tail: list[_Unit] = []
     used = 0
     for unit in reversed(previous[-8:]):
-        if used + len(unit.text) > overlap:
+        if used + unit.tokens > overlap:
             break
         tail.insert(0, unit)
-        used += len(unit.text) + 1
+        used += unit.tokens
     return tail + pieces
 
 
-def _make_chunk(units: list[_Unit], title: str | None, index: int) -> Chunk:
-    text = units[0].text + "".join(u.joiner + u.text for u in units[1:])
+# Source code ------------------------------------------------------------------------------------
+
+def _code_drafts(elements: list[Element], uri: str, suffix: str, counter: TokenCounter,
+                 limits: _Limits) -> list[_Draft]:
+    lines = [e.text for e in elements]
+    path_header, path_tokens = _header(counter, limits.window // HEADER_SHARE, uri)
+    header_limit = min(path_tokens + SYMBOL_TOKENS, limits.window // HEADER_SHARE)
+    budget = limits.body_budget(header_limit)
+    line_tokens = counter.counts(lines)
+    pieces = syntax_pieces("\n".join(lines).encode("utf-8"), suffix, line_tokens, budget)
+    units = [u for piece in pieces for u in _piece_units(piece, lines, counter, budget)]
+    drafts: list[_Draft] = []
+    for group in _pack(units, budget, min(limits.min_tokens, budget)):
+        if not any(u.text.strip() for u in group):
+            continue
+        header, _ = _header(counter, header_limit, path_header, SYMBOL_SEPARATOR.join(_symbols(group)))
+        drafts.append(_Draft(group, header))
+    return drafts
+
+
+def _symbols(units: list[_Unit]) -> list[str]:
+    """The symbol paths of these units in order, leaving out a class when one of its members is named."""
+    paths = list(dict.fromkeys(s for u in units for s in u.symbols))
+    return [p for p in paths if not any(q.startswith(p + ".") for q in paths)]
+
+
+def _piece_units(piece: Piece, lines: list[str], counter: TokenCounter, budget: int) -> list[_Unit]:
+    """A syntax piece as one unit; a single line longer than the window becomes several."""
+    text = "\n".join(lines[piece.start:piece.end + 1])
+    ends_block = not lines[piece.end].strip() or piece.whole
+    if piece.tokens <= budget and len(text) <= budget * MAX_CHARS_PER_TOKEN:
+        return [_Unit(text, "\n", piece.tokens, ends_block, None, piece.start + 1, piece.end + 1,
+                      piece.symbols, piece.whole)]
+    return [_Unit(part, "\n", tokens, ends_block, None, piece.start + 1, piece.end + 1, piece.symbols)
+            for part, tokens in _fit(text, piece.tokens, counter, budget)]
+
+
+# Assembly ---------------------------------------------------------------------------------------
+
+def _make_chunk(draft: _Draft, index: int, fingerprint: str) -> Chunk:
+    units, header, section = draft.units, draft.header, draft.section
+    body = _without_blank_edges(units[0].text + "".join(u.joiner + u.text for u in units[1:]))
+    line_start, line_end = _line_span(units)
     pages = [u.page for u in units if u.page is not None]
-    lines = [u.line for u in units if u.line is not None]
+    symbols = _symbols(units)
     return Chunk(
-        text=text, index=index, section=title,
+        text=f"{header}{HEADER_SEPARATOR}{body}" if header else body,
+        index=index, section=section,
         page=min(pages) if pages else None, page_end=max(pages) if pages else None,
-        line_start=min(lines) if lines else None, line_end=max(lines) if lines else None,
+        line_start=line_start, line_end=line_end,
+        symbol=SYMBOL_SEPARATOR.join(symbols) or None, chunker=fingerprint,
     )
+
+
+def _without_blank_edges(text: str) -> str:
+    rows = text.split("\n")
+    first = _blank_rows(rows)
+    last = len(rows) - _blank_rows(rows[::-1])
+    return "\n".join(rows[first:last])
+
+
+def _blank_rows(rows: list[str]) -> int:
+    """How many rows at the start are blank."""
+    return next((n for n, row in enumerate(rows) if row.strip()), len(rows))
+
+
+def _line_span(units: list[_Unit]) -> tuple[int | None, int | None]:
+    """First and last source line of the chunk's text, blank lines at either end left out."""
+    numbered = [u for u in units if u.line is not None]
+    if not numbered:
+        return None, None
+    first = next((u for u in numbered if u.text.strip()), numbered[0])
+    last = next((u for u in reversed(numbered) if u.text.strip()), numbered[-1])
+    start = first.line + _blank_rows(first.text.split("\n"))  # type: ignore[operator]
+    end = last.line_end - _blank_rows(last.text.split("\n")[::-1])  # type: ignore[operator]
+    return start, max(start, end)

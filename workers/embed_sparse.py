@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from headwater.errors import ConfigurationError
 
 MAX_TOKENS = 256
+# Texts of one token length run together (no padding, so no effect on their vectors).
+SAME_LENGTH_BATCH = 32
+# Columns of the vocabulary projection computed at once: a text's logits stay in cache.
+VOCAB_TILE = 4096
 
 
 def packaged_splade_dir() -> Path:
@@ -56,32 +62,57 @@ class SpladeEncoder:
     def encode(self, texts: list[str]) -> list[tuple[np.ndarray, np.ndarray]]:
         """(indices, values) per text, in the order given; only positive weights are kept.
 
-        Each text runs on its own: batched matrix products round differently with the batch's
-        shape, which changed about 40 % of vectors in their float16 form. Alone, a chunk's vector
-        depends only on its text, so every mode and every replay stores the same bytes. For this
-        2-layer model the cost is small; the vocabulary projection was per text already.
+        A chunk's vector must depend only on its text: batched matrix products round differently
+        with the batch's shape, and padding changed about 40 % of vectors in their float16 form.
+        So texts are batched only with texts of exactly the same token length (no padding, one
+        shape per batch), and the vocabulary projection, most of the cost, runs per text in fixed
+        vocabulary tiles (tests/integration/test_embedded_sync.py checks batched == alone).
         """
-        out = []
+        out: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(texts)
         with self._torch.inference_mode():
-            for text in texts:
-                weights = self._forward([text])[0]
-                nonzero = np.flatnonzero(weights)
-                out.append((nonzero.astype(np.int64), weights[nonzero].astype(np.float32)))
+            for rows, weights in self._weights(texts):
+                for row, vector in zip(rows, weights):
+                    nonzero = np.flatnonzero(vector)
+                    out[row] = (nonzero.astype(np.int64), vector[nonzero].astype(np.float32))
         self.texts_embedded += len(texts)
-        return out
+        return out  # type: ignore[return-value]
 
-    def _forward(self, texts: list[str]) -> np.ndarray:
+    def _weights(self, texts: list[str]) -> Iterator[tuple[list[int], np.ndarray]]:
+        """(rows, SPLADE weights) for groups of texts of one token length."""
+        if self._encoder is None or self._transform is None or self._decoder is None:
+            for row, text in enumerate(texts):  # any other masked-LM architecture: textbook, one at a time
+                yield [row], self._textbook([text])
+            return
+        ids = self.tokenizer(texts, truncation=True, max_length=MAX_TOKENS)["input_ids"]
+        by_length: dict[int, list[int]] = {}
+        for row, tokens in enumerate(ids):
+            by_length.setdefault(len(tokens), []).append(row)
+        for rows in by_length.values():
+            for start in range(0, len(rows), SAME_LENGTH_BATCH):
+                batch = rows[start:start + SAME_LENGTH_BATCH]
+                yield batch, self._same_length(self._torch.tensor([ids[r] for r in batch]))
+
+    def _same_length(self, input_ids: Any) -> np.ndarray:
+        torch = self._torch
+        hidden = self._transform(self._encoder(input_ids=input_ids, attention_mask=torch.ones_like(input_ids))
+                                 .last_hidden_state)
+        weight, bias = self._decoder.weight, self._decoder.bias
+        if bias is None:
+            bias = torch.zeros(weight.shape[0])
+        scores = torch.empty(hidden.shape[0], weight.shape[0])
+        for i in range(hidden.shape[0]):
+            tokens = hidden[i].t().contiguous()
+            # Vocabulary tiles keep each text's logits in cache instead of a length x 30,522 matrix
+            # in memory; max-pooling before the activation is exact (log1p and ReLU are monotonic).
+            for lo in range(0, weight.shape[0], VOCAB_TILE):
+                hi = lo + VOCAB_TILE
+                scores[i, lo:hi] = torch.addmm(bias[lo:hi, None], weight[lo:hi], tokens).max(dim=1).values
+        return torch.log1p(torch.relu(scores)).numpy()
+
+    def _textbook(self, texts: list[str]) -> np.ndarray:
         torch = self._torch
         batch = self.tokenizer(texts, padding=True, truncation=True, max_length=MAX_TOKENS, return_tensors="pt")
+        logits = self.model(**batch).logits
         mask = batch["attention_mask"]
-        if self._encoder is not None and self._transform is not None and self._decoder is not None:
-            hidden = self._transform(self._encoder(**batch).last_hidden_state)
-            pooled = []
-            for i, length in enumerate(mask.sum(dim=1).tolist()):
-                logits = self._decoder(hidden[i, :length])
-                pooled.append(logits.max(dim=0).values)
-            scores = torch.stack(pooled)
-        else:  # any other masked-LM architecture: the textbook formulation
-            logits = self.model(**batch).logits
-            scores = logits.masked_fill(mask.unsqueeze(-1) == 0, float("-inf")).max(dim=1).values
+        scores = logits.masked_fill(mask.unsqueeze(-1) == 0, float("-inf")).max(dim=1).values
         return torch.log1p(torch.relu(scores)).numpy()

@@ -13,7 +13,8 @@ import logging
 log = logging.getLogger(__name__)
 MODULES = ("torch", "transformers", "onnxruntime", "tokenizers", "spacy", "unstructured.partition.auto",
            "unstructured.partition.md", "unstructured.partition.text", "unstructured.partition.html",
-           "headwater.fleet.steps", "workers.embed_dense", "workers.embed_sparse")
+           "tree_sitter", "headwater.fleet.steps", "workers.embed_dense", "workers.embed_sparse", "workers.code_chunks",
+           "workers.tokens")
 
 
 def heavy_imports() -> None:

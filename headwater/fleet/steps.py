@@ -27,7 +27,7 @@ from headwater.fleet.state import DENSE, FETCH, FINISH, LIST, PARSE, SPARSE, WRI
 from headwater.models import Op
 from headwater.sparse_codec import encode_sparse
 from workers import names
-from workers.chunk import chunk_elements
+from workers.chunk import chunk_document
 from workers.fetch import fetch_document
 from workers.parse import parse_document
 from workers.upsert import BatchWriter
@@ -213,7 +213,7 @@ def parse(fleet: Fleet, run_id: str, uri: str) -> None:
         s = fleet.settings
         try:
             parsed = parse_document(uri, data)
-            chunks = chunk_elements(parsed.elements, s.chunk_size, s.chunk_overlap, s.chunk_min_size)
+            chunks = chunk_document(parsed, uri, s)
         except SkippedDocument as exc:
             fleet.redis.hset(keys.source(run.source_id, "skipped"), uri, facts_json["doc_version"])
             _to_write_or_end(held, outcomes.removed(uri, stored, outcomes.SKIPPED, str(exc)), run.target.collection)

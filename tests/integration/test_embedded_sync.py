@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from headwater.sparse_codec import decode_sparse
-from workers.chunk import chunk_elements
+from connectors.folder import FolderConnector
+from workers.chunk import chunk_document
 from workers.parse import parse_document
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -29,6 +30,8 @@ def test_first_sync_indexes_every_supported_format(harness, sample):
     assert {m["page"] for m in pdf} >= {1} and all(m["mime_type"] == "application/pdf" for m in pdf)
     code = list(records["chunk_sizes.py"].values())
     assert all(m["parser"] == "text" and m["line_start"] >= 1 for m in code)
+    assert any(m.get("symbol") for m in code)  # Python is chunked along its syntax
+    assert len({m["chunker"] for metadata in records.values() for m in metadata.values()}) == 1
     titled = [m for m in records["ops/runbook.md"].values() if m.get("section")]
     assert {m["section"] for m in titled} >= {"Rotating the Chroma token"}
     for metadata in pdf + code:
@@ -75,8 +78,7 @@ def test_editing_one_paragraph_re_embeds_only_changed_chunks(make_harness, tmp_p
     settings = h.settings
     def chunk_texts():
         parsed = parse_document("guide.md", document.read_bytes())
-        return {c.text for c in chunk_elements(parsed.elements, settings.chunk_size, settings.chunk_overlap,
-                                               settings.chunk_min_size)}
+        return {c.text for c in chunk_document(parsed, "guide.md", settings)}
     stored_texts = set(h.store.collection.get(include=["documents"])["documents"])
     expected_new = chunk_texts() - stored_texts
     before = h.dense.texts_embedded
@@ -95,28 +97,43 @@ def test_delete_removes_all_chunks(harness, sample):
     assert "faq.html" not in harness.records()
 
 
-def test_rename_moves_without_re_embedding(harness, sample):
+def test_rename_is_re_chunked_under_the_new_path(harness, sample):
+    """Chunk texts start with their document's path, so a renamed document's chunks are new texts."""
     harness.sync()
     old = harness.records()["ops/runbook.md"]
     (sample / "ops" / "runbook.md").rename(sample / "ops" / "operations.md")
-    embedded_before = harness.dense.texts_embedded
     report = harness.sync()
-    assert report.moved == 1 and report.chunks_embedded == 0 and harness.dense.texts_embedded == embedded_before
     records = harness.records()
     assert "ops/runbook.md" not in records
     new = records["ops/operations.md"]
+    assert report.moved == 1 and report.added == report.deleted == 0 and report.chunks_embedded == len(new)
     assert len(new) == len(old) and set(new).isdisjoint(old)
     got = harness.store.collection.get(ids=list(new), include=["embeddings", "documents"])
     was = harness.store.collection.get(ids=list(old), include=["embeddings"])
     assert was["ids"] == []  # old ids are gone
+    assert all(text.startswith("ops/operations.md") for text in got["documents"])
     assert all(np.linalg.norm(e) > 0.99 for e in got["embeddings"])
 
 
-def test_duplicate_content_reuses_vectors(harness, sample):
+def test_duplicate_content_reuses_vectors(harness, sample, tmp_path):
+    """The same document at the same path in another source has the same chunk texts: nothing is embedded."""
     harness.sync()
-    shutil.copyfile(sample / "getting-started.md", sample / "getting-started-copy.md")
-    report = harness.sync()
-    assert report.added == 1 and report.chunks_embedded == 0 and report.chunks_reused > 0
+    mirror = tmp_path / "mirror"
+    shutil.copytree(sample, mirror)
+    report = harness.engine.sync(FolderConnector("mirror", mirror))
+    assert report.added > 0 and report.chunks_embedded == 0 and report.chunks_reused > 0
+
+
+def test_documents_chunked_with_other_settings_are_re_chunked_by_the_next_sync(harness, sample, make_harness):
+    first = harness.sync()
+    assert first.added > 0
+    resized = make_harness(sample, chunk_min_tokens=40)  # same Chroma, another chunker fingerprint
+    report = resized.sync()
+    assert report.updated == first.added and report.unchanged == 0
+    fingerprints = {m["chunker"] for metadata in resized.records().values() for m in metadata.values()}
+    assert fingerprints == {resized.store.chunker} != {harness.store.chunker}
+    again = resized.sync()
+    assert again.unchanged == first.added and again.chunks_embedded == 0
 
 
 def test_batches_never_exceed_the_limit(sample, make_harness):
@@ -148,6 +165,21 @@ def test_sparse_encoder_matches_the_textbook_formulation(sparse):
     for (indices, values), row in zip(fast, reference.numpy()):
         assert np.array_equal(indices, np.flatnonzero(row))
         assert np.allclose(values, row[indices], atol=1e-5)
+
+
+def test_sparse_vectors_do_not_depend_on_the_batch(sparse):
+    """Stored (float16) encodings are the same whether a text is encoded alone or among others."""
+    from headwater.sparse_codec import encode_sparse
+
+    texts = [f"Worker {n} retries the upsert of batch {n * 7} when Chroma answers {500 + n}." for n in range(24)]
+    texts += [f"Section {n}: " + "the sync engine reads, parses, chunks and embeds every document. " * 12
+              for n in range(12)]
+    texts += ["short", "a different, somewhat longer text about sparse vectors"]
+    lengths = [len(ids) for ids in sparse.tokenizer(texts)["input_ids"]]
+    assert max(lengths.count(n) for n in set(lengths)) >= 8  # real batches were formed
+    batched = [encode_sparse(indices, values) for indices, values in sparse.encode(texts)]
+    alone = [encode_sparse(*sparse.encode([text])[0]) for text in texts]
+    assert batched == alone
 
 
 def test_dense_embedder_matches_chromas_default_function(dense):

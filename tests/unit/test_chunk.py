@@ -1,7 +1,17 @@
-import random
+"""The chunker on prose and plain text: token limits, headers, structure, stability under edits."""
 
-from workers.chunk import chunk_elements
-from workers.parse import Element, split_lines
+import random
+import subprocess
+import sys
+
+import pytest
+
+from headwater.chroma_store import CHUNKER, StoredDocument
+from headwater.ids import chunk_ids
+from headwater.settings import Settings
+from workers.chunk import HEADER_SEPARATOR, chunk_document, chunker_fingerprint
+from workers.parse import Element, ParsedDocument, split_lines
+from workers.tokens import SPECIAL_TOKENS, token_counter
 
 
 def _paragraphs(seed: int, count: int) -> list[str]:
@@ -11,62 +21,137 @@ def _paragraphs(seed: int, count: int) -> list[str]:
                      for _ in range(rng.randint(2, 5))) for _ in range(count)]
 
 
-def _elements(paragraphs: list[str], titles_every: int = 0) -> list[Element]:
+def _prose(paragraphs: list[str], titles_every: int = 0) -> ParsedDocument:
     elements = []
     for n, paragraph in enumerate(paragraphs):
         if titles_every and n % titles_every == 0:
             elements.append(Element(f"Section {n // titles_every}", "Title"))
         elements.append(Element(paragraph, "NarrativeText", page=1 + n // 10))
-    return elements
+    return ParsedDocument(elements, "text/markdown", "unstructured")
 
 
-def test_chunks_respect_size_plus_overlap():
-    chunks = chunk_elements(_elements(_paragraphs(1, 80)), size=600, overlap=80, min_size=200)
-    assert len(chunks) > 10
-    assert all(len(c.text) <= 600 + 80 + 2 for c in chunks)
-    assert [c.index for c in chunks] == list(range(len(chunks)))
+def _lines(text: str) -> ParsedDocument:
+    return ParsedDocument(split_lines(text), "text/plain", "text")
 
 
-def test_sections_start_new_chunks_and_are_recorded():
-    chunks = chunk_elements(_elements(_paragraphs(2, 12), titles_every=3), size=2000, overlap=0, min_size=5000)
+def _body(text: str) -> str:
+    return text.split(HEADER_SEPARATOR, 1)[1]
+
+
+def assert_within_window(chunks, settings: Settings) -> None:
+    counter = token_counter(settings.dense_model_dir)
+    for chunk in chunks:
+        assert counter.count(chunk.text) + SPECIAL_TOKENS <= settings.chunk_tokens, chunk.text
+
+
+@pytest.mark.parametrize("window", [64, 128, 256])
+def test_chunks_never_exceed_the_window_header_included(window):
+    settings = Settings(chunk_tokens=window, chunk_min_tokens=window // 2)
+    documents = [
+        _prose(_paragraphs(1, 80), titles_every=7),
+        _lines("\n".join(f"line {n}: " + "word " * (n % 40) for n in range(400))),
+        _lines("x" * 5000 + "\n" + "supercalifragilistic " * 400),  # one giant word, one giant line
+    ]
+    for parsed in documents:
+        chunks = chunk_document(parsed, "docs/a rather/deeply/nested/path/to/the/notes.md", settings)
+        assert chunks and [c.index for c in chunks] == list(range(len(chunks)))
+        assert_within_window(chunks, settings)
+
+
+def test_most_chunks_fill_most_of_the_window():
+    settings = Settings()
+    chunks = chunk_document(_prose(_paragraphs(5, 200)), "guide.md", settings)
+    counter = token_counter()
+    sizes = sorted(counter.count(c.text) + SPECIAL_TOKENS for c in chunks)
+    assert sizes[len(sizes) // 2] >= settings.chunk_min_tokens  # the median chunk is past the minimum
+
+
+def test_every_chunk_starts_with_its_header():
+    chunks = chunk_document(_prose(_paragraphs(2, 12), titles_every=3), "handbook/ops.md", Settings())
     assert [c.section for c in chunks] == [f"Section {i}" for i in range(4)]
-    assert all(c.text.startswith(c.section) for c in chunks)
+    for chunk in chunks:
+        header = chunk.text.split(HEADER_SEPARATOR, 1)[0]
+        assert header == f"handbook/ops.md > Section 0 > {chunk.section}".replace(" > Section 0 > Section 0",
+                                                                                   " > Section 0")
+        assert _body(chunk.text).startswith(chunk.section)
 
 
 def test_pages_are_kept():
-    chunks = chunk_elements(_elements(_paragraphs(3, 40)), size=500, overlap=0, min_size=100)
+    chunks = chunk_document(_prose(_paragraphs(3, 40)), "report.pdf", Settings(chunk_tokens=128, chunk_min_tokens=40))
     assert chunks[0].page == 1
     assert chunks[-1].page_end == 4
     assert all(c.page <= c.page_end for c in chunks)
 
 
 def test_editing_one_paragraph_changes_few_chunks():
-    paragraphs = _paragraphs(4, 120)
-    before = {c.text for c in chunk_elements(_elements(paragraphs), size=700, overlap=100, min_size=250)}
+    settings = Settings()
+    paragraphs = _paragraphs(4, 160)
+    before = {c.text for c in chunk_document(_prose(paragraphs), "guide.md", settings)}
     edited = list(paragraphs)
-    edited[40] = edited[40].replace(".", ", which the reviewers asked to clarify in more detail.", 1)
-    after = {c.text for c in chunk_elements(_elements(edited), size=700, overlap=100, min_size=250)}
+    edited[80] = edited[80].replace(".", ", which the reviewers asked to clarify in more detail.", 1)
+    after = {c.text for c in chunk_document(_prose(edited), "guide.md", settings)}
     changed = after - before
-    assert 1 <= len(changed) <= 3, f"{len(changed)} of {len(after)} chunks changed"
+    assert 1 <= len(changed) <= 2, f"{len(changed)} of {len(after)} chunks changed"
 
 
 def test_text_fast_path_keeps_line_numbers():
-    source = "\n".join(f"def f{n}():\n    return {n}\n" for n in range(200))
-    chunks = chunk_elements(split_lines(source), size=300, overlap=0, min_size=100)
+    source = "\n".join(f"step {n}: check the value\n  then move on\n" for n in range(200))
+    chunks = chunk_document(_lines(source), "notes.txt", Settings(chunk_tokens=128, chunk_min_tokens=60))
     assert chunks[0].line_start == 1
     lines = source.splitlines()
     for chunk in chunks:
-        assert chunk.text.split("\n") == lines[chunk.line_start - 1:chunk.line_end]
+        assert _body(chunk.text).split("\n") == lines[chunk.line_start - 1:chunk.line_end]
 
 
 def test_overlap_repeats_the_tail_of_the_previous_chunk():
     lines = "\n".join(f"line number {n} of the notes" for n in range(100))
-    chunks = chunk_elements(split_lines(lines), size=300, overlap=60, min_size=100)
+    settings = Settings(chunk_tokens=128, chunk_min_tokens=40, chunk_overlap_tokens=20)
+    chunks = chunk_document(_lines(lines), "notes.txt", settings)
+    assert_within_window(chunks, settings)
     for previous, current in zip(chunks, chunks[1:]):
         assert current.line_start <= previous.line_end
         assert previous.text.splitlines()[-1] in current.text
 
 
-def test_a_giant_line_is_split():
-    chunks = chunk_elements(split_lines("x" * 5000), size=1000, overlap=0, min_size=0)
-    assert len(chunks) == 5 and all(len(c.text) <= 1000 for c in chunks)
+def test_chunk_ids_are_stable_across_processes():
+    text = "\n\n".join(_paragraphs(6, 30))
+    program = ("import sys; from headwater.settings import Settings; from headwater.ids import chunk_ids\n"
+               "from workers.chunk import chunk_document; from workers.parse import Element, ParsedDocument\n"
+               "parsed = ParsedDocument([Element(p, 'NarrativeText') for p in sys.stdin.read().split('\\n\\n')], "
+               "'text/markdown', 'unstructured')\n"
+               "print(' '.join(chunk_ids('s', 'a.md', [c.text for c in chunk_document(parsed, 'a.md', Settings())])))")
+    runs = [subprocess.run([sys.executable, "-c", program], input=text, capture_output=True, text=True, timeout=120,
+                           check=True).stdout.split() for _ in range(2)]
+    here = chunk_ids("s", "a.md", [c.text for c in chunk_document(
+        ParsedDocument([Element(p, "NarrativeText") for p in text.split("\n\n")], "text/markdown", "unstructured"),
+        "a.md", Settings())])
+    assert runs[0] == runs[1] == here and len(here) > 1
+
+
+def test_fingerprint_follows_the_settings_and_marks_old_documents_incomplete():
+    settings = Settings()
+    fingerprint = chunker_fingerprint(settings)
+    assert fingerprint == chunker_fingerprint(Settings())
+    assert fingerprint != chunker_fingerprint(Settings(chunk_min_tokens=100))
+    assert fingerprint != chunker_fingerprint(Settings(chunk_tokens=200))
+    chunks = chunk_document(_prose(_paragraphs(7, 5)), "a.md", settings)
+    assert {c.chunker for c in chunks} == {fingerprint}
+
+    def stored(chunker):
+        metadata = {"doc_hash": "h", "doc_version": "v", "chunk_count": 1, CHUNKER: chunker}
+        return StoredDocument("a.md", ["id"], [{k: v for k, v in metadata.items() if v is not None}], fingerprint)
+
+    assert stored(fingerprint).complete
+    assert not stored("0ld0ld0ld0ld").complete
+    assert not stored(None).complete  # written before chunkers had fingerprints
+
+
+def test_settings_refuse_sizes_that_leave_no_room():
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="chunk_tokens"):
+        Settings(chunk_tokens=512)
+    with pytest.raises(ValidationError, match="chunk_min_tokens"):
+        Settings(chunk_tokens=128, chunk_min_tokens=130)
+    with pytest.raises(ValidationError, match="chunk_overlap_tokens"):
+        Settings(chunk_overlap_tokens=100)

@@ -18,14 +18,14 @@ def test_defaults(monkeypatch):
 
 def test_environment_overrides(monkeypatch):
     monkeypatch.setenv("HEADWATER_COLLECTION", "docs")
-    monkeypatch.setenv("HEADWATER_CHUNK_SIZE", "1200")
+    monkeypatch.setenv("HEADWATER_CHUNK_TOKENS", "200")
     settings = Settings()
-    assert settings.collection == "docs" and settings.chunk_size == 1200
+    assert settings.collection == "docs" and settings.chunk_tokens == 200
 
 
-def test_overlap_must_be_smaller_than_size():
-    with pytest.raises(ValidationError, match="chunk_overlap"):
-        Settings(chunk_size=200, chunk_overlap=200)
+def test_overlap_must_leave_room_in_the_window():
+    with pytest.raises(ValidationError, match="chunk_overlap_tokens"):
+        Settings(chunk_tokens=200, chunk_overlap_tokens=200)
 
 
 def test_sources_from_toml(tmp_path):
