@@ -77,7 +77,7 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
                 app.state.services.stats.close()
                 app.state.services.backend.close()
 
-    app = FastAPI(title="Headwater", version="0.1.0", lifespan=lifespan,
+    app = FastAPI(title="Headwater", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None,
                   description="Keep data sources in sync with Chroma. Every route except /healthz and /readyz "
                               "needs the admin token as `Authorization: Bearer <token>`.")
 
@@ -125,6 +125,22 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
 
         return PlainTextResponse(generate_latest(request.app.state.services.stats.registry),
                                  media_type=CONTENT_TYPE_LATEST)
+
+    def _token_or_session(request: Request) -> None:
+        # The schema and its browser view are part of the API: a token, or a dashboard session.
+        auth = request.app.state.services.auth
+        if auth.session(request) is None:
+            auth.require_token(request)
+
+    @app.get("/openapi.json", include_in_schema=False, dependencies=[Depends(_token_or_session)])
+    def openapi_schema() -> JSONResponse:
+        return JSONResponse(app.openapi())
+
+    @app.get("/docs", include_in_schema=False, dependencies=[Depends(_token_or_session)])
+    def swagger() -> Any:
+        from fastapi.openapi.docs import get_swagger_ui_html
+
+        return get_swagger_ui_html(openapi_url="/openapi.json", title="Headwater API")
 
     app.include_router(api.router)
     app.include_router(admin.router)
