@@ -126,7 +126,9 @@ def next_run_at(app: Any, source_id: str) -> float | None:
 
 
 def _key(app: Any, source_id: str) -> str:
-    return app.redbeat_conf.key_prefix + entry_name(source_id)
+    from redbeat.schedulers import ensure_conf
+
+    return ensure_conf(app).key_prefix + entry_name(source_id)
 
 
 def now() -> float:
