@@ -67,7 +67,7 @@ async def http_error(request: Request, exc: HTTPException) -> Response:
 
 def _render(request: Request, name: str, session: dict[str, Any] | None, status_code: int = 200, **context: Any) -> HTMLResponse:
     svc = _svc(request)
-    return templates.TemplateResponse(request, name, {"session": session, "mode": svc.backend.mode,
+    return templates.TemplateResponse(request, name, {"session": session, "serve_mode": svc.backend.mode,
                                                       "collection": svc.settings.collection, **context},
                                       status_code=status_code)
 
