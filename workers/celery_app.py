@@ -34,9 +34,10 @@ def create_app(settings: Settings) -> Celery:
         beat_schedule=beat_schedule(settings),
         # The beat schedule lives in Redis (celery-redbeat): per-source entries written by the HTTP
         # app are picked up on beat's next tick, with no restart; one beat holds the lock at a time.
-        beat_scheduler="redbeat.RedBeatScheduler",
+        beat_scheduler="schedules.redbeat_scheduler:HeadwaterScheduler",
         redbeat_redis_url=settings.redis_url.get_secret_value(),
         redbeat_key_prefix="headwater:redbeat:",
+        redbeat_redis_options={"health_check_interval": 30},
         beat_max_loop_interval=settings.beat_max_loop_interval_seconds,
         redbeat_lock_timeout=max(30, int(6 * settings.beat_max_loop_interval_seconds)),
     )

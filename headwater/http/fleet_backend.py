@@ -105,6 +105,14 @@ class FleetBackend:
 
         delete_entry(self.celery, source_id)
 
+    def periodic(self) -> None:
+        """Put back schedule entries Redis lost (it may restart empty): the durable store is their source."""
+        from schedules.source_schedules import next_run_at, source_schedule
+
+        for source in self.catalog.all():
+            if source_schedule(source.config) is not None and next_run_at(self.celery, source.id) is None:
+                self.schedule_changed(source)
+
     def next_run_at(self, source_id: str) -> float | None:
         from schedules.source_schedules import next_run_at
 

@@ -39,8 +39,15 @@ class Stats:
         self._thread.join(timeout=10)
 
     def _loop(self) -> None:
+        ticks = 0
         while not self._stop.wait(self.interval):
             self.sample()
+            ticks += 1
+            if ticks % 6 == 0 and hasattr(self.backend, "periodic"):
+                try:
+                    self.backend.periodic()
+                except Exception as exc:  # noqa: BLE001  (Redis or the database blinked: next time)
+                    log.warning("periodic upkeep skipped: %s", type(exc).__name__)
 
     def sample(self) -> None:
         try:

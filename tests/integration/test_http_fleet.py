@@ -133,3 +133,21 @@ def test_a_source_added_through_the_api_is_scheduled_by_the_running_beat_without
     settled = len(runs())
     time.sleep(5)
     assert len(runs()) == settled  # the schedule went with the source
+
+
+@pytest.mark.timeout(300)
+def test_schedules_come_back_after_redis_restarts_empty(fleet_serve):
+    import redis
+
+    serve = fleet_serve
+    folder = write_docs(serve.work / "resilient", 2, bad=False)
+    serve.api.post("/api/v1/sources", json=folder_source("resilient", folder, schedule_cron="0 5 * * *")).raise_for_status()
+    assert serve.api.get("/api/v1/sources/resilient").json()["next_run_at"] is not None
+    redis.Redis.from_url(serve.env["HEADWATER_REDIS_URL"]).flushall()
+    assert serve.api.get("/api/v1/sources/resilient").json()["next_run_at"] is None
+    # serve puts the entry back from its durable store; beat reinstalls the sweeper and keeps running.
+    wait_until(lambda: serve.api.get("/api/v1/sources/resilient").json()["next_run_at"] is not None, 60, "entry restored")
+    wait_until(lambda: redis.Redis.from_url(serve.env["HEADWATER_REDIS_URL"]).exists("headwater:redbeat::statics"), 60,
+               "beat's static entries restored")
+    assert all(p.poll() is None for p in serve.fleet.processes.values())
+    serve.api.delete("/api/v1/sources/resilient").raise_for_status()
