@@ -120,6 +120,7 @@ def _sources(request: Request) -> list[dict[str, Any]]:
         finished = next((r for r in runs if r["finished"]), None)
         rows.append({"source": source, "last": last, "next_run_at": svc.backend.next_run_at(source.id),
                      "errors": len(finished["errors"]) if finished else 0,
+                     "errors_run": finished["id"] if finished else None,
                      "documents": summary.get(source.id, {}).get("documents", 0),
                      "chunks": summary.get(source.id, {}).get("chunks", 0)})
     return rows
