@@ -136,6 +136,15 @@ class SourceStore:
         with self.session() as s:
             s.merge(row)
 
+    def trim_runs(self, source_id: str, keep: int) -> None:
+        """Keep the newest `keep` runs of a source (only finished runs are ever old enough to go)."""
+        with self.session() as s:
+            stale = list(s.scalars(select(RunRow.id).where(RunRow.source_id == source_id,
+                                                            RunRow.status.not_in(("pending", "running")))
+                                   .order_by(RunRow.created_at.desc()).offset(keep)))
+            if stale:
+                s.execute(delete(RunRow).where(RunRow.id.in_(stale)))
+
     def get_run(self, run_id: str) -> RunRow | None:
         with self.session() as s:
             return s.get(RunRow, run_id)

@@ -228,6 +228,7 @@ class EmbeddedBackend:
             row.counters = {"queued": live.total, "indexed": live.done}
         row.finished_at = time.time()
         self.store.save_run(row)
+        self.store.trim_runs(live.source_id, self.settings.run_history)
 
     # Schedules -------------------------------------------------------------------------------
 

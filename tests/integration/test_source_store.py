@@ -37,6 +37,13 @@ def test_sources_and_runs_survive_a_new_store_on_the_same_database(store_url):
     assert updated.secret_refs == {"token": "DOCS_TOKEN"} and reopened.get_source("docs").schedule_cron == "0 3 * * *"
     assert reopened.get_run("r1").errors == {"a.md": "bad"}
     assert [r.id for r in reopened.list_runs(10, "docs")] == ["r1"]
+    for n in range(2, 6):
+        reopened.save_run(RunRow(id=f"r{n}", source_id="docs", kind="full", status="complete", created_at=float(n),
+                                 counters={}, errors={}))
+    reopened.save_run(RunRow(id="old-but-running", source_id="docs", kind="full", status="running", created_at=0.5,
+                             counters={}, errors={}))
+    reopened.trim_runs("docs", 2)
+    assert [r.id for r in reopened.list_runs(10, "docs")] == ["r5", "r4", "old-but-running"]
     assert reopened.delete_source("docs") and not reopened.delete_source("docs")
     assert reopened.list_sources() == []
     reopened.engine.dispose()
