@@ -48,6 +48,9 @@ def open_services(settings: Settings) -> Services:
 
     auth = Auth(settings)
     store = SourceStore.from_settings(settings)
+    if is_fleet(settings) and settings.database_url is None:
+        log.warning("sources added through the API are kept in SQLite on this machine (%s); for a fleet set "
+                    "HEADWATER_DATABASE_URL to PostgreSQL so they survive this host", store.engine.url.database)
     catalog = SourceCatalog(settings, store)
     if is_fleet(settings):
         from headwater.http.fleet_backend import FleetBackend

@@ -226,3 +226,39 @@ def test_metrics_are_prometheus_text(serve):
     assert "headwater_queue_depth" in metrics.text and "headwater_http_requests_total" in metrics.text
     assert httpx.get(serve.url + "/openapi.json").status_code == 401
     assert serve.api.get("/openapi.json").json()["paths"]
+
+
+@pytest.mark.timeout(300)
+def test_dashboard_login_and_csrf_protected_forms_in_embedded_mode(serve):
+    import re
+
+    browser = httpx.Client(base_url=serve.url, timeout=60)
+    try:
+        login = browser.post("/admin/login", data={"token": TOKEN, "next": "/admin"}, follow_redirects=False)
+        assert login.status_code == 303 and "headwater_session" in login.cookies
+        cookie_flags = login.headers["set-cookie"].lower()
+        assert "httponly" in cookie_flags and "samesite=strict" in cookie_flags
+        page = browser.get("/admin")
+        assert page.status_code == 200 and "embedded mode" in page.text and "declared" in page.text
+        csrf = re.search(r'name="csrf" value="([^"]+)"', page.text).group(1)
+        folder = write_docs(serve.work / "from-the-form", 2, bad=False)
+        form = {"id": "from-the-form", "path": str(folder), "include": "", "schedule_interval_seconds": "",
+                "schedule_cron": ""}
+        assert browser.post("/admin/sources", data=form).status_code == 403  # no CSRF token
+        assert browser.post("/admin/sources", data={**form, "csrf": csrf + "x"}).status_code == 403
+        assert "from-the-form" not in sources(serve)
+        invalid = browser.post("/admin/sources", data={**form, "csrf": csrf, "path": "relative"})
+        assert invalid.status_code == 422 and "absolute" in invalid.text
+        added = browser.post("/admin/sources", data={**form, "csrf": csrf}, follow_redirects=False)
+        assert added.status_code == 303 and added.headers["location"].startswith("/admin/runs/")
+        run_id = added.headers["location"].split("/admin/runs/")[1].split("?")[0]
+        assert serve.wait_for_run(run_id)["status"] == "complete"
+        assert "complete" in browser.get(f"/admin/fragments/runs/{run_id}").text
+        search = browser.get("/admin/search", params={"q": "rotating the Chroma token"})
+        assert search.status_code == 200 and "dense #" in search.text and "sparse #" in search.text
+        assert browser.get("/admin/stats.json").json()["queue_depth"]
+        assert browser.get("/openapi.json").status_code == 200  # the session also opens the API docs
+        assert browser.post("/admin/logout", data={"csrf": csrf}, follow_redirects=False).status_code == 303
+    finally:
+        browser.close()
+    serve.api.delete("/api/v1/sources/from-the-form").raise_for_status()
