@@ -6,9 +6,12 @@ CSRF token and a fingerprint of the admin token, so rotating the token logs ever
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import hmac
 import secrets
+import threading
+import time
 from typing import Any
 
 from fastapi import HTTPException, Request
@@ -17,6 +20,9 @@ from itsdangerous import BadSignature, URLSafeTimedSerializer
 from headwater.settings import Settings
 
 SESSION_COOKIE = "headwater_session"
+# Wrong logins allowed per client address in a sliding window before the login answers 429.
+LOGIN_FAILURES = 5
+LOGIN_WINDOW_SECONDS = 60.0
 
 
 class Auth:
@@ -31,9 +37,25 @@ class Auth:
         self._fingerprint = hmac.new(self._token, b"fingerprint", hashlib.sha256).hexdigest()[:16]
         self.max_age = settings.session_max_age_seconds
         self.secure = settings.session_cookie_secure
+        self._failures: dict[str, collections.deque[float]] = {}
+        self._failures_lock = threading.Lock()
 
     def token_matches(self, candidate: str) -> bool:
         return hmac.compare_digest(candidate.encode("utf-8", "surrogateescape"), self._token)
+
+    def login_throttled(self, client: str) -> bool:
+        """Whether this address failed to log in too often lately (guessing a token takes many tries)."""
+        with self._failures_lock:
+            recent = self._failures.get(client)
+            while recent and recent[0] < time.monotonic() - LOGIN_WINDOW_SECONDS:
+                recent.popleft()
+            return bool(recent) and len(recent) >= LOGIN_FAILURES
+
+    def login_failed(self, client: str) -> None:
+        with self._failures_lock:
+            if len(self._failures) > 10_000:  # bounded memory under a spray of addresses
+                self._failures.clear()
+            self._failures.setdefault(client, collections.deque()).append(time.monotonic())
 
     # API -------------------------------------------------------------------------------------
 

@@ -119,3 +119,14 @@ def test_sessions_are_signed_and_die_with_the_token():
     assert auth.session(request_with(cookies={SESSION_COOKIE: cookie[:-2] + "xx"})) is None
     rotated = Auth(Settings(admin_token=SecretStr(TOKEN + "-rotated")))
     assert rotated.session(request_with(cookies={SESSION_COOKIE: cookie})) is None
+
+
+@pytest.mark.timeout(10)
+def test_wrong_logins_are_throttled_per_address():
+    from headwater.http.auth import LOGIN_FAILURES
+
+    auth = Auth(Settings(admin_token=SecretStr(TOKEN)))
+    for _ in range(LOGIN_FAILURES):
+        assert not auth.login_throttled("10.0.0.1")
+        auth.login_failed("10.0.0.1")
+    assert auth.login_throttled("10.0.0.1") and not auth.login_throttled("10.0.0.2")
