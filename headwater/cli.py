@@ -259,6 +259,29 @@ def doctor() -> None:
         out.print(f"[green]ok[/green] {name}: {detail}")
 
 
+@app.command()
+def serve(host: Annotated[str, typer.Option("--host", help="Interface to listen on.")] = "127.0.0.1",
+          port: Annotated[int, typer.Option("--port", min=1, max=65535, help="Port to listen on.")] = 8080) -> None:
+    """Run the HTTP app: REST API (/api/v1, /docs), admin dashboard (/admin), schedules; fleet or embedded by configuration."""
+    import uvicorn
+
+    from headwater.http.app import create_app, open_services
+
+    settings = load_settings()
+    try:
+        services = open_services(settings)  # fails here, with the reason, before listening
+    except (HeadwaterError, ValueError) as exc:
+        fail(exc)
+    mode = services.backend.mode
+    err.print(f"headwater serve: {mode} mode, collection {settings.collection}, http://{host}:{port}/admin")
+    try:
+        uvicorn.run(create_app(settings, services), host=host, port=port, log_level="info",
+                    proxy_headers=True, server_header=False)
+    finally:
+        services.stats.close()
+        services.backend.close()
+
+
 # Fleet commands (worker, beat, runs, retry, cancel) live in their own module.
 for _command in cli_fleet.COMMANDS:
     app.command()(_command)

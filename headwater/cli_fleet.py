@@ -105,7 +105,7 @@ def worker(queues: Annotated[Optional[str], typer.Option("--queues", help="Comma
 
 def beat(schedule_file: Annotated[Path, typer.Option(
         "--schedule-file", help="Where Celery beat keeps its last-run times.")] = Path(".headwater/celerybeat-schedule")) -> None:
-    """Run the fleet's scheduler (Celery beat): the sweeper that re-drives steps of lost workers. Run exactly one."""
+    """Run the fleet's scheduler (Celery beat on redbeat): the sweeper and per-source schedules. Run exactly one."""
     from workers.celery_app import app as celery
 
     schedule_file.parent.mkdir(parents=True, exist_ok=True)

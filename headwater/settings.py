@@ -17,12 +17,15 @@ DENSE_WINDOW_TOKENS = 256
 
 
 class SourceConfig(BaseModel):
-    """A named source declared in headwater.toml ([[sources]])."""
+    """A named source declared in headwater.toml ([[sources]]) or added through the HTTP API."""
 
     id: str
     kind: Literal["folder"]
     options: dict[str, Any] = Field(default_factory=dict)
     collection: str | None = None
+    # Either, for scheduled reconciliation runs: seconds between runs, or a 5-field cron line (UTC).
+    schedule_interval_seconds: float | None = Field(default=None, ge=1)
+    schedule_cron: str | None = None
 
     @field_validator("id")
     @classmethod
@@ -97,6 +100,24 @@ class Settings(BaseSettings):
     sparse_model_dir: Path | None = None
     embed_batch_size: int = Field(default=32, ge=1)
     model_threads: int = Field(default=0, ge=0)  # 0: let the runtime choose
+
+    # The HTTP app (headwater serve). Every route but /healthz and /readyz needs the admin token
+    # (API: `Authorization: Bearer`) or a dashboard session signed with session_secret (derived
+    # from the admin token when unset). Sources added through the API are kept in database_url
+    # (SQLAlchemy; default: SQLite next to the embedded Chroma directory).
+    admin_token: SecretStr | None = None
+    session_secret: SecretStr | None = None
+    # Browsers send a Secure cookie only over HTTPS (and to localhost); turn off only behind plain-HTTP test rigs.
+    session_cookie_secure: bool = True
+    session_max_age_seconds: int = Field(default=12 * 3600, ge=60)
+    database_url: SecretStr | None = None
+    # Folder sources added through the API must lie under one of these directories (empty: anywhere
+    # the serving process can read). A token holder can otherwise index any readable directory.
+    folder_roots: list[Path] = Field(default_factory=list)
+    # How often serve samples queue depths and throughput for the dashboard charts and /metrics.
+    stats_interval_seconds: float = Field(default=5.0, gt=0)
+    # Celery beat (redbeat) looks for new or changed per-source schedules at least this often.
+    beat_max_loop_interval_seconds: float = Field(default=5.0, gt=0)
 
     max_document_mb: float = Field(default=25.0, gt=0)
     # Editors save in several steps; wait this long after the last event before syncing a file.

@@ -11,7 +11,7 @@ from workers import names
 
 def create_app(settings: Settings) -> Celery:
     """A Celery app for these settings (broker and result-free; tasks never wait on each other)."""
-    app = Celery("headwater", broker=settings.redis_url.get_secret_value(), include=["workers.tasks"])
+    app = Celery("headwater", broker=settings.redis_url.get_secret_value(), include=["workers.tasks", "schedules.tasks"])
     app.conf.update(
         task_serializer="json", accept_content=["json"], result_serializer="json",
         task_ignore_result=True, result_backend=None,
@@ -32,6 +32,14 @@ def create_app(settings: Settings) -> Celery:
         broker_connection_retry_on_startup=True,
         worker_hijack_root_logger=False,
         beat_schedule=beat_schedule(settings),
+        # The beat schedule lives in Redis (celery-redbeat): per-source entries written by the HTTP
+        # app are picked up on beat's next tick, with no restart; one beat holds the lock at a time.
+        beat_scheduler="schedules.redbeat_scheduler:HeadwaterScheduler",
+        redbeat_redis_url=settings.redis_url.get_secret_value(),
+        redbeat_key_prefix="headwater:redbeat:",
+        redbeat_redis_options={"health_check_interval": 30},
+        beat_max_loop_interval=settings.beat_max_loop_interval_seconds,
+        redbeat_lock_timeout=max(30, int(6 * settings.beat_max_loop_interval_seconds)),
     )
     return app
 

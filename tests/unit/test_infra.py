@@ -48,3 +48,6 @@ def test_compose_runs_a_worker_for_every_queue():
         served |= _queues_in(service.get("command", []))
     assert served == set(names.ALL_QUEUES)
     assert compose["services"]["beat"]["command"][0] == "beat"
+    serve = compose["services"]["serve"]
+    assert serve["command"][0] == "serve" and "postgres" in serve["environment"]["HEADWATER_DATABASE_URL"]
+    assert serve["ports"] == ["127.0.0.1:8080:8080"]

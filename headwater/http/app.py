@@ -1,0 +1,151 @@
+"""The one FastAPI app of `headwater serve`: /api/v1, /admin, /healthz, /readyz, /metrics (webhooks next).
+
+Two modes, chosen by configuration: with a Chroma server (HEADWATER_CHROMA_HOST, or Chroma Cloud)
+it queues runs for the fleet through Redis; with neither it is the one process of a small install,
+holding the embedded Chroma's writer lock and running syncs and schedules in-process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from headwater.settings import Settings
+
+log = logging.getLogger("headwater.serve")
+HERE = Path(__file__).parent
+
+
+@dataclass
+class Services:
+    settings: Settings
+    store: Any
+    catalog: Any
+    backend: Any
+    auth: Any
+    stats: Any
+
+
+def is_fleet(settings: Settings) -> bool:
+    return bool(settings.chroma_host or settings.is_cloud)
+
+
+def open_services(settings: Settings) -> Services:
+    """Everything the routes use; raises (ChromaPathBusy, ValueError) before the app listens."""
+    from headwater.http.auth import Auth
+    from headwater.http.sources import SourceCatalog
+    from headwater.http.stats import Stats
+    from headwater.source_store import SourceStore
+
+    auth = Auth(settings)
+    store = SourceStore.from_settings(settings)
+    if is_fleet(settings) and settings.database_url is None:
+        log.warning("sources added through the API are kept in SQLite on this machine (%s); for a fleet set "
+                    "HEADWATER_DATABASE_URL to PostgreSQL so they survive this host", store.engine.url.database)
+    catalog = SourceCatalog(settings, store)
+    if is_fleet(settings):
+        from headwater.http.fleet_backend import FleetBackend
+
+        backend: Any = FleetBackend(settings, store, catalog)
+    else:
+        from headwater.http.embedded_backend import EmbeddedBackend
+
+        backend = EmbeddedBackend(settings, store, catalog)
+    stats = Stats(backend, settings.stats_interval_seconds)
+    stats.start()
+    return Services(settings, store, catalog, backend, auth, stats)
+
+
+def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
+    """The app; its services open in the lifespan (or are given, already open)."""
+    from headwater.http import admin, api
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI):  # noqa: ANN202
+        opened = services is None
+        app.state.services = services or open_services(settings)
+        try:
+            yield
+        finally:
+            if opened:
+                app.state.services.stats.close()
+                app.state.services.backend.close()
+
+    app = FastAPI(title="Headwater", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None,
+                  description="Keep data sources in sync with Chroma. Every route except /healthz and /readyz "
+                              "needs the admin token as `Authorization: Bearer <token>`.")
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # FastAPI echoes the offending input by default; a pasted secret must never come back or be logged.
+        errors = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
+                  for e in exc.errors()]
+        return JSONResponse({"detail": errors}, status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Any:
+        if request.url.path.startswith("/admin") and exc.status_code in (401, 403):
+            return await admin.http_error(request, exc)
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+
+    @app.middleware("http")
+    async def count_requests(request: Request, call_next):  # noqa: ANN001, ANN202
+        response = await call_next(request)
+        route = request.scope.get("route")
+        svc = getattr(request.app.state, "services", None)
+        if svc is not None:
+            svc.stats.requests.labels(request.method, getattr(route, "path", "unmatched"), str(response.status_code)).inc()
+        response.headers.setdefault("X-Content-Type-Options", "nosniff")
+        response.headers.setdefault("Referrer-Policy", "same-origin")
+        return response
+
+    @app.get("/healthz", tags=["health"], summary="The process is up (no authentication)")
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz", tags=["health"], summary="Dependencies reachable (no authentication)")
+    def readyz(request: Request) -> JSONResponse:
+        ok, why = request.app.state.services.backend.ready()
+        return JSONResponse({"status": "ready" if ok else "not ready", "detail": why,
+                             "mode": request.app.state.services.backend.mode}, status_code=200 if ok else 503)
+
+    def _metrics_auth(request: Request) -> None:
+        request.app.state.services.auth.require_token(request)
+
+    @app.get("/metrics", tags=["health"], summary="Prometheus metrics (needs the admin token)",
+             dependencies=[Depends(_metrics_auth)], response_class=PlainTextResponse)
+    def metrics(request: Request) -> PlainTextResponse:
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+        return PlainTextResponse(generate_latest(request.app.state.services.stats.registry),
+                                 media_type=CONTENT_TYPE_LATEST)
+
+    def _token_or_session(request: Request) -> None:
+        # The schema and its browser view are part of the API: a token, or a dashboard session.
+        auth = request.app.state.services.auth
+        if auth.session(request) is None:
+            auth.require_token(request)
+
+    @app.get("/openapi.json", include_in_schema=False, dependencies=[Depends(_token_or_session)])
+    def openapi_schema() -> JSONResponse:
+        return JSONResponse(app.openapi())
+
+    @app.get("/docs", include_in_schema=False, dependencies=[Depends(_token_or_session)])
+    def swagger() -> Any:
+        from fastapi.openapi.docs import get_swagger_ui_html
+
+        return get_swagger_ui_html(openapi_url="/openapi.json", title="Headwater API")
+
+    app.include_router(api.router)
+    app.include_router(admin.router)
+    app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
+    return app

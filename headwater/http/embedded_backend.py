@@ -1,0 +1,299 @@
+"""Embedded serve: the one process of a small install. It holds the embedded Chroma's writer lock,
+runs syncs one at a time on a background thread, runs per-source schedules in-process and answers
+searches from the same collection.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from headwater.errors import HeadwaterError
+from headwater.http.runs_view import with_progress
+from headwater.http.sources import SourceCatalog, build_source_connector
+from headwater.models import DocumentChange, Op
+from headwater.settings import Settings
+from headwater.source_store import RunRow, SourceStore
+
+log = logging.getLogger("headwater.serve")
+
+
+class RunCancelled(Exception):
+    pass
+
+
+@dataclass
+class _Live:
+    run_id: str
+    source_id: str
+    kind: str
+    uris: list[str] | None = None
+    allow_mass_delete: bool = False
+    done: int = 0
+    total: int = 0
+    cancel: threading.Event = field(default_factory=threading.Event)
+
+
+class _Progress:
+    """The engine's progress sink: forwards to the run in progress, and stops it when it is cancelled."""
+
+    def __init__(self, backend: EmbeddedBackend) -> None:
+        self.backend = backend
+
+    def start(self, total_documents: int) -> None:
+        live = self.backend.current
+        if live is not None:
+            live.total = total_documents
+
+    def document_done(self, uri: str) -> None:
+        live = self.backend.current
+        if live is None:
+            return
+        live.done += 1
+        self.backend.documents_done += 1
+        if live.cancel.is_set():
+            raise RunCancelled(live.run_id)
+
+    def embedded(self, count: int) -> None: ...
+
+
+class EmbeddedBackend:
+    mode = "embedded"
+
+    def __init__(self, settings: Settings, store: SourceStore, catalog: SourceCatalog) -> None:
+        from headwater.embedded import open_engine
+        from headwater.retrieval import Searcher
+        from workers.embed_dense import DenseEmbedder
+        from workers.embed_sparse import SpladeEncoder
+
+        self.settings, self.store, self.catalog = settings, store, catalog
+        self.current: _Live | None = None
+        self.documents_done = 0
+        self._lock = threading.Lock()
+        self._pending: dict[str, _Live] = {}  # run id -> queued or running
+        self._queue: queue.Queue[_Live | None] = queue.Queue()
+        self._stack = contextlib.ExitStack()
+        # Raises ChromaPathBusy, naming the other writer, before anything else starts.
+        self.engine = self._stack.enter_context(open_engine(settings, _Progress(self)))
+        threads = settings.model_threads or 1
+        # Queries get their own model instances: tokenizers are not safe to share with a running sync.
+        self.searcher = Searcher(self.engine.store, DenseEmbedder(settings.dense_model_dir, threads),
+                                 SpladeEncoder(settings.sparse_model_dir, threads), self.engine.sparse_index, None)
+        self._stop = threading.Event()
+        self._last_fired: dict[str, float] = {}
+        self._next_due: dict[str, float] = {}
+        self._interrupted_runs()
+        self._threads = [threading.Thread(target=self._work, name="headwater-serve-sync", daemon=True),
+                         threading.Thread(target=self._schedule, name="headwater-serve-schedule", daemon=True)]
+        for thread in self._threads:
+            thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self.current is not None:
+            self.current.cancel.set()
+        self._queue.put(None)
+        for thread in self._threads:
+            thread.join(timeout=30)
+        self._stack.close()
+
+    def ready(self) -> tuple[bool, str]:
+        alive = all(t.is_alive() for t in self._threads)
+        return alive, "embedded engine open" if alive else "a background thread has stopped; see the log"
+
+    def _interrupted_runs(self) -> None:
+        """Runs left unfinished by a previous process (killed mid-sync) are marked failed, with why."""
+        for row in self.store.list_runs(200):
+            if row.status in ("pending", "running"):
+                row.status, row.finished_at = "failed", time.time()
+                row.errors = {**row.errors, "(source)": "the serve process stopped during this run; trigger it again"}
+                self.store.save_run(row)
+
+    # Runs ------------------------------------------------------------------------------------
+
+    def trigger(self, source: Any, *, allow_mass_delete: bool = False, kind: str = "full",
+                uris: list[str] | None = None) -> tuple[str | None, str | None]:
+        """Queue a run of the source unless it has an unfinished one: (run id, None) or (None, busy run id)."""
+        if source.config.collection and source.config.collection != self.settings.collection:
+            raise ValueError(f"source {source.id} writes collection {source.config.collection!r}; embedded serve "
+                             f"writes only {self.settings.collection!r} (run a fleet, or `headwater sync` it)")
+        with self._lock:
+            busy = next((r for r in self._pending.values() if r.source_id == source.id), None)
+            if busy is not None:
+                return None, busy.run_id
+            live = _Live(uuid.uuid4().hex, source.id, kind, uris, allow_mass_delete)
+            self.store.save_run(RunRow(id=live.run_id, source_id=source.id, kind=kind, status="pending",
+                                       created_at=time.time(), counters={}, errors={}))
+            self._pending[live.run_id] = live
+        self._queue.put(live)
+        return live.run_id, None
+
+    def cancel(self, run_id: str) -> bool | None:
+        """True: cancelled; False: already finished; None: no such run."""
+        with self._lock:
+            live = self._pending.get(run_id)
+            if live is not None:
+                live.cancel.set()
+                row = self.store.get_run(run_id)
+                if row is not None and row.status == "pending":
+                    row.status, row.finished_at = "cancelled", time.time()
+                    self.store.save_run(row)
+                return True
+        return False if self.store.get_run(run_id) is not None else None
+
+    def retry(self, run_id: str) -> tuple[str | None, str | None]:
+        row = self.store.get_run(run_id)
+        if row is None:
+            raise LookupError(f"run {run_id} does not exist")
+        if row.status in ("pending", "running"):
+            raise ValueError(f"run {run_id} is still {row.status}; retry it once it has finished")
+        source = self.catalog.get(row.source_id)
+        if source is None:
+            raise LookupError(f"source {row.source_id} no longer exists")
+        if "(source)" in row.errors or row.status == "failed":
+            return self.trigger(source)
+        failed = sorted(row.errors)
+        if not failed:
+            raise ValueError(f"run {run_id} has no failed documents to retry")
+        return self.trigger(source, kind="retry", uris=failed)
+
+    def get_run(self, run_id: str) -> dict[str, Any] | None:
+        row = self.store.get_run(run_id)
+        return None if row is None else self._view(row)
+
+    def list_runs(self, limit: int = 50, source_id: str | None = None) -> list[dict[str, Any]]:
+        return [self._view(row) for row in self.store.list_runs(limit, source_id)]
+
+    def _view(self, row: RunRow) -> dict[str, Any]:
+        run = {"id": row.id, "source_id": row.source_id, "kind": row.kind, "status": row.status,
+               "created_at": row.created_at, "started_at": row.started_at, "finished_at": row.finished_at,
+               "collection": self.settings.collection,
+               **{c: int(row.counters.get(c, 0)) for c in ("scanned", "unchanged", "queued", "indexed", "skipped",
+                                                              "deleted", "failed")},
+               "errors": dict(row.errors)}
+        live = self._pending.get(row.id)
+        if live is not None and row.status == "running":
+            run["queued"] = live.total
+            return with_progress(run, live.done, live.total)
+        return with_progress(run)
+
+    def _work(self) -> None:
+        while not self._stop.is_set():
+            live = self._queue.get()
+            if live is None:
+                return
+            try:
+                if not live.cancel.is_set():
+                    self._run(live)
+            except Exception:  # noqa: BLE001  (one bad run must not stop the loop)
+                log.exception("run %s failed unexpectedly", live.run_id)
+            finally:
+                with self._lock:
+                    self._pending.pop(live.run_id, None)
+                self.current = None
+
+    def _run(self, live: _Live) -> None:
+        row = self.store.get_run(live.run_id)
+        row.status, row.started_at = "running", time.time()
+        self.store.save_run(row)
+        self.current = live
+        try:
+            source = self.catalog.get(live.source_id)
+            if source is None:
+                raise HeadwaterError(f"source {live.source_id} was deleted before its run started")
+            connector = build_source_connector(self.settings, source.config)
+            if live.uris is None:
+                report = self.engine.sync(connector, allow_mass_delete=live.allow_mass_delete)
+            else:
+                report = self.engine.apply(connector, [DocumentChange(live.source_id, u, Op.UPSERT) for u in live.uris])
+        except RunCancelled:
+            row.status = "cancelled"
+        except (HeadwaterError, ValueError, OSError) as exc:
+            row.status, row.errors = "failed", {"(source)": str(exc)}
+        else:
+            indexed = report.added + report.updated + report.moved
+            row.counters = {"scanned": indexed + report.unchanged + len(report.skipped) + len(report.failed),
+                            "unchanged": report.unchanged, "queued": live.total, "indexed": indexed,
+                            "skipped": len(report.skipped), "deleted": report.deleted, "failed": len(report.failed)}
+            row.errors = dict(report.failed)
+            row.status = "complete_with_errors" if report.failed else "complete"
+        if row.status == "cancelled":
+            row.counters = {"queued": live.total, "indexed": live.done}
+        row.finished_at = time.time()
+        self.store.save_run(row)
+        self.store.trim_runs(live.source_id, self.settings.run_history)
+
+    # Schedules -------------------------------------------------------------------------------
+
+    def _schedule(self) -> None:
+        """Fire each scheduled source when due; a due source that is still running is skipped, not queued."""
+        from schedules.source_schedules import source_schedule
+
+        while not self._stop.wait(0.5):
+            try:
+                sources = self.catalog.all()
+            except Exception:  # noqa: BLE001  (the database blinked; try on the next tick)
+                log.exception("could not read sources for the schedule")
+                continue
+            now = time.time()
+            known = set()
+            for source in sources:
+                try:
+                    every = source_schedule(source.config)
+                except ValueError:
+                    every = None
+                if every is None:
+                    continue
+                known.add(source.id)
+                last = self._last_fired.setdefault(source.id, now)
+                remaining = every.remaining_estimate(datetime.fromtimestamp(last, timezone.utc)).total_seconds()
+                self._next_due[source.id] = last + max(0.0, remaining) if remaining > 0 else now
+                if remaining > 0:
+                    continue
+                self._last_fired[source.id] = now  # a missed period is dropped, never stacked
+                try:
+                    run_id, busy = self.trigger(source)
+                except ValueError as exc:
+                    log.warning("scheduled run of %s not started: %s", source.id, exc)
+                    continue
+                if run_id is None:
+                    log.info("scheduled run of %s skipped: run %s has not finished", source.id, busy)
+            for gone in set(self._last_fired) - known:
+                self._last_fired.pop(gone, None)
+                self._next_due.pop(gone, None)
+
+    def next_run_at(self, source_id: str) -> float | None:
+        return self._next_due.get(source_id)
+
+    def schedule_changed(self, source: Any) -> None:
+        """A source's schedule was created or changed: its period starts now."""
+        self._last_fired.pop(source.id, None)
+        self._next_due.pop(source.id, None)
+
+    def schedule_removed(self, source_id: str) -> None:
+        self._last_fired.pop(source_id, None)
+        self._next_due.pop(source_id, None)
+
+    # Reads -----------------------------------------------------------------------------------
+
+    def store_for(self, collection: str | None) -> Any:
+        return self.engine.store
+
+    def search(self, text: str, k: int, mode: str, filters: Any) -> list[Any]:
+        return self.searcher.search(text, k=k, mode=mode, filters=filters)
+
+    def queues(self) -> dict[str, Any]:
+        """In-process: one queue, one worker (the sync thread)."""
+        with self._lock:
+            waiting = sum(1 for r in self._pending.values() if r is not self.current)
+        return {"in-process": {"depth": waiting, "workers": ["serve (this process)"]}}
+
+    def documents_processed(self) -> int:
+        return self.documents_done

@@ -1,0 +1,135 @@
+"""Per-source schedules: an interval or a cron line in a source's config, as Celery schedule objects.
+
+The same objects drive both modes: Celery beat with the schedule kept in Redis (celery-redbeat,
+so a source added through the API is scheduled without restarting beat) for a fleet, and the
+in-process scheduler of embedded `headwater serve`. A scheduled run starts only when the source
+has no unfinished run (checked under a non-blocking lock), and a missed run is dropped rather than
+queued behind the next one, so an outage never leaves a pile of runs behind it.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from celery.schedules import crontab, schedule
+
+from headwater.settings import SourceConfig
+
+SCHEDULED_SYNC = "headwater.scheduled_sync"
+ENTRY_PREFIX = "source:"
+# Held only while a trigger checks for an unfinished run and creates one: never across the run.
+TRIGGER_LOCK = "headwater:trigger-lock:{}"
+TRIGGER_LOCK_SECONDS = 30
+
+
+def parse_cron(line: str) -> crontab:
+    """A 5-field cron line (minute hour day-of-month month day-of-week) as a Celery crontab; ValueError if invalid."""
+    fields = line.split()
+    if len(fields) != 5:
+        raise ValueError(f"a cron schedule has 5 fields (minute hour day month weekday), got {len(fields)}: {line!r}")
+    minute, hour, day_of_month, month_of_year, day_of_week = fields
+    try:
+        cron = crontab(minute=minute, hour=hour, day_of_month=day_of_month, month_of_year=month_of_year,
+                       day_of_week=day_of_week)
+        cron.remaining_estimate(cron.now())  # parses every field
+    except Exception as exc:  # noqa: BLE001  (celery raises several types for bad fields)
+        raise ValueError(f"invalid cron schedule {line!r}: {exc}") from None
+    return cron
+
+
+def source_schedule(source: SourceConfig) -> Any | None:
+    """The Celery schedule of a source, or None when it has none."""
+    if source.schedule_cron:
+        return parse_cron(source.schedule_cron)
+    if source.schedule_interval_seconds:
+        return schedule(timedelta(seconds=source.schedule_interval_seconds))
+    return None
+
+
+def seconds_between(source_schedule_: Any) -> float:
+    """Roughly how long one period lasts (used to expire a scheduled message that waited a whole period)."""
+    if isinstance(source_schedule_, crontab):
+        return 60.0
+    return max(1.0, source_schedule_.run_every.total_seconds())
+
+
+def busy_run(runs: list[Any]) -> Any | None:
+    """The unfinished run among these (newest first), if any."""
+    return next((r for r in runs if not r.status.finished), None)
+
+
+def start_unless_busy(fleet: Any, spec: dict[str, Any], target: Any, *, allow_mass_delete: bool = False) -> tuple[str | None, str | None]:
+    """Queue a full run of the source unless it has an unfinished one: (new run id, None) or (None, busy run id).
+
+    A non-blocking Redis lock covers the check and the creation, so a scheduled trigger and a
+    manual one arriving together cannot both start a run; whoever loses sees the winner's run.
+    """
+    from headwater.fleet.enqueue import enqueue_sync
+
+    source_id = spec["id"]
+    lock, token = TRIGGER_LOCK.format(source_id), uuid.uuid4().hex
+    if not fleet.redis.set(lock, token, nx=True, ex=TRIGGER_LOCK_SECONDS):
+        return None, "(another trigger of this source is in progress)"
+    try:
+        busy = busy_run(fleet.runs.list(200, source_id))
+        if busy is not None:
+            return None, busy.id
+        return enqueue_sync(fleet, spec, target, allow_mass_delete=allow_mass_delete), None
+    finally:
+        # Release only our own lock (it may have expired and been taken by someone else).
+        fleet.redis.eval("if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
+                         1, lock, token)
+
+
+# Redbeat entries ---------------------------------------------------------------------------
+
+
+def entry_name(source_id: str) -> str:
+    return ENTRY_PREFIX + source_id
+
+
+def save_entry(app: Any, source: SourceConfig, spec: dict[str, Any], target: dict[str, str]) -> None:
+    """Create or replace the source's entry in the Redis-kept beat schedule (beat sees it on its next tick)."""
+    from redbeat import RedBeatSchedulerEntry
+
+    from workers import names
+
+    every = source_schedule(source)
+    delete_entry(app, source.id)
+    if every is None:
+        return
+    RedBeatSchedulerEntry(entry_name(source.id), SCHEDULED_SYNC, every, args=[spec, target],
+                          options={"queue": names.SYNC_QUEUE, "expires": seconds_between(every)}, app=app).save()
+
+
+def delete_entry(app: Any, source_id: str) -> None:
+    from redbeat import RedBeatSchedulerEntry
+
+    try:
+        RedBeatSchedulerEntry.from_key(_key(app, source_id), app=app).delete()
+    except KeyError:
+        pass
+
+
+def next_run_at(app: Any, source_id: str) -> float | None:
+    """When beat will next fire the source's entry (epoch seconds), if it has one."""
+    from redbeat import RedBeatSchedulerEntry
+
+    try:
+        entry = RedBeatSchedulerEntry.from_key(_key(app, source_id), app=app)
+    except KeyError:
+        return None
+    return entry.due_at.timestamp() if entry.due_at else None
+
+
+def _key(app: Any, source_id: str) -> str:
+    from redbeat.schedulers import ensure_conf
+
+    return ensure_conf(app).key_prefix + entry_name(source_id)
+
+
+def now() -> float:
+    return time.time()

@@ -1,0 +1,34 @@
+"""The task beat sends for a source's schedule: a full run, unless one of the source is still going."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Any
+
+from headwater.fleet.context import Fleet
+from headwater.fleet.runs import Target
+from headwater.settings import load_settings
+from schedules.source_schedules import SCHEDULED_SYNC, start_unless_busy
+from workers import names
+from workers.celery_app import app
+
+log = logging.getLogger(__name__)
+
+
+@functools.cache
+def _fleet() -> Fleet:
+    def send(task: str, args: list[Any], countdown: float | None = None) -> None:
+        app.send_task(task, args=args, countdown=countdown, queue=names.ROUTES[task])
+
+    return Fleet(load_settings(), send)
+
+
+@app.task(name=SCHEDULED_SYNC, acks_late=True, ignore_result=True)
+def scheduled_sync(spec: dict[str, Any], target: dict[str, str]) -> str | None:
+    run_id, busy = start_unless_busy(_fleet(), spec, Target(**target))
+    if run_id is None:
+        log.info("scheduled run of %s skipped: run %s has not finished", spec["id"], busy)
+    else:
+        log.info("scheduled run %s of %s queued", run_id, spec["id"])
+    return run_id

@@ -1,0 +1,264 @@
+"""The HTTP app in embedded mode, driven over real HTTP: one serve process owns the embedded Chroma."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.integration.http_harness import TOKEN, ServeProcess
+from tests.services import wait_until
+
+pytestmark = pytest.mark.integration
+SECRET_LOOKALIKE = "sk-live-Zq8v3Hn1Xr7Tp2Wd"
+
+
+def write_docs(folder: Path, count: int = 3, bad: bool = True) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    topics = ["rotating the Chroma token", "restoring a backup of the vector store", "onboarding a new engineer",
+              "tuning the SPLADE encoder", "scheduling reconciliation runs"]
+    for i in range(count):
+        topic = topics[i % len(topics)]
+        (folder / f"note-{i:03}.md").write_text(f"# Note {i}: {topic}\n\nThis page explains {topic} step by step. "
+                                                f"It is document number {i} of the handbook.\n", encoding="utf-8")
+    if bad:
+        (folder / "latin1.md").write_bytes(b"caf\xe9 au lait, not UTF-8\n")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def serve(tmp_path_factory):
+    work = tmp_path_factory.mktemp("serve-embedded")
+    declared = write_docs(work / "declared", 2, bad=False)
+    (work / "headwater.toml").write_text(
+        f'[[sources]]\nid = "declared"\nkind = "folder"\noptions = {{ path = "{declared}" }}\n', encoding="utf-8")
+    server = ServeProcess(work, {"HEADWATER_CHROMA_PATH": str(work / "chroma"),
+                                 "HEADWATER_CONFIG_FILE": str(work / "headwater.toml"),
+                                 "HEADWATER_FOLDER_ROOTS": json.dumps([str(work)])})
+    with server:
+        server.work = work
+        yield server
+
+
+def folder_source(source_id: str, path: Path, **extra) -> dict:
+    return {"id": source_id, "kind": "folder", "options": {"path": str(path)}, **extra}
+
+
+def sources(serve) -> set[str]:
+    return {s["id"] for s in serve.api.get("/api/v1/sources").json()}
+
+
+@pytest.mark.timeout(120)
+def test_health_is_open_and_every_other_route_needs_the_token(serve):
+    assert serve.anonymous.get("/healthz").status_code == 200
+    assert serve.anonymous.get("/readyz").json()["mode"] == "embedded"
+    for method, path in [("GET", "/api/v1/sources"), ("GET", "/api/v1/runs"), ("GET", "/api/v1/search?q=x"),
+                         ("GET", "/metrics"), ("POST", "/api/v1/sources/declared/runs")]:
+        assert serve.anonymous.request(method, path).status_code == 401, path
+        wrong = serve.anonymous.request(method, path, headers={"Authorization": "Bearer not-the-token"})
+        assert wrong.status_code == 403, path
+    before_runs = serve.api.get("/api/v1/runs").json()
+    folder = write_docs(serve.work / "unauthorised", 1, bad=False)
+    refused = serve.anonymous.post("/api/v1/sources", json=folder_source("sneaky", folder),
+                                   headers={"Authorization": "Bearer wrong-token-wrong-token"})
+    assert refused.status_code == 403
+    assert "sneaky" not in sources(serve)
+    assert serve.api.get("/api/v1/runs").json() == before_runs
+    # The dashboard: pages send an anonymous browser to the login, actions are refused outright.
+    page = serve.anonymous.get("/admin", follow_redirects=False)
+    assert page.status_code == 303 and page.headers["location"].startswith("/admin/login")
+    assert serve.anonymous.post("/admin/sources", data={"id": "sneaky", "path": str(folder)}).status_code == 403
+    assert serve.anonymous.post("/admin/login", data={"token": "wrong"}).status_code == 401
+    assert "sneaky" not in sources(serve)
+    assert TOKEN not in serve.log()
+
+
+@pytest.mark.timeout(120)
+def test_source_crud_with_validation_and_write_only_secrets(serve):
+    folder = write_docs(serve.work / "crud", 1, bad=False)
+    created = serve.api.post("/api/v1/sources", json=folder_source("crud", folder, schedule_cron="0 3 * * *"))
+    assert created.status_code == 201, created.text
+    assert created.json()["origin"] == "api" and created.json()["schedule_cron"] == "0 3 * * *"
+    listed = {s["id"]: s for s in serve.api.get("/api/v1/sources").json()}
+    assert listed["declared"]["read_only"] and not listed["crud"]["read_only"]
+    assert serve.api.post("/api/v1/sources", json=folder_source("crud", folder)).status_code == 409
+
+    invalid = [folder_source("rel", Path("relative/path")), folder_source("missing", serve.work / "nope"),
+               folder_source("outside", Path("/usr")),
+               folder_source("both", folder, schedule_cron="* * * * *", schedule_interval_seconds=5),
+               folder_source("badcron", folder, schedule_cron="every tuesday"),
+               folder_source("tiny", folder, schedule_interval_seconds=0.1),
+               {**folder_source("extra", folder), "unexpected": 1}, {"id": "../x", "kind": "folder", "options": {}},
+               {**folder_source("nokind", folder), "kind": "ftp"},
+               folder_source("secret", folder, secrets={"token": SECRET_LOOKALIKE})]
+    for body in invalid:
+        response = serve.api.post("/api/v1/sources", json=body)
+        assert response.status_code == 422, (body, response.text)
+        assert SECRET_LOOKALIKE not in response.text
+    assert sources(serve) == {"declared", "crud"}
+
+    updated = serve.api.put("/api/v1/sources/crud", json={"kind": "folder", "options": {"path": str(folder)},
+                                                          "schedule_interval_seconds": 3600})
+    assert updated.status_code == 200 and updated.json()["schedule_interval_seconds"] == 3600
+    assert updated.json()["schedule_cron"] is None
+    assert serve.api.put("/api/v1/sources/crud", json={"kind": "folder", "options": {"path": "/nope"}}).status_code == 422
+    assert serve.api.get("/api/v1/sources/crud").json()["schedule_interval_seconds"] == 3600
+    assert serve.api.put("/api/v1/sources/declared", json={"kind": "folder", "options": {"path": str(folder)}}).status_code == 409
+    assert serve.api.delete("/api/v1/sources/declared").status_code == 409
+    assert serve.api.delete("/api/v1/sources/crud").status_code == 204
+    assert serve.api.get("/api/v1/sources/crud").status_code == 404
+    assert serve.api.delete("/api/v1/sources/crud").status_code == 404
+    assert SECRET_LOOKALIKE not in serve.log()
+
+
+@pytest.mark.timeout(300)
+def test_trigger_then_failed_document_then_retry(serve):
+    folder = write_docs(serve.work / "handbook", 4)
+    assert serve.api.post("/api/v1/sources", json=folder_source("handbook", folder)).status_code == 201
+    queued = serve.api.post("/api/v1/sources/handbook/runs")
+    assert queued.status_code == 202, queued.text
+    run = serve.wait_for_run(queued.json()["run_id"])
+    assert run["status"] == "complete_with_errors", run
+    assert run["indexed"] == 4 and run["failed"] == 1
+    assert "not valid UTF-8" in run["errors"]["latin1.md"]
+    failed = serve.api.get("/api/v1/sources/handbook/failed").json()
+    assert failed["run_id"] == run["id"] and [d["uri"] for d in failed["documents"]] == ["latin1.md"]
+    docs = serve.api.get("/api/v1/sources/handbook/documents").json()
+    assert docs["total"] == 4 and all(d["chunks"] >= 1 for d in docs["documents"])
+
+    (folder / "latin1.md").write_text("café au lait, now valid UTF-8\n", encoding="utf-8")
+    retried = serve.api.post("/api/v1/sources/handbook/failed/retry")
+    assert retried.status_code == 202, retried.text
+    again = serve.wait_for_run(retried.json()["run_id"])
+    assert again["kind"] == "retry" and again["status"] == "complete" and again["indexed"] == 1, again
+    assert serve.api.get("/api/v1/sources/handbook/failed").json()["documents"] == []
+    assert serve.api.post(f"/api/v1/runs/{again['id']}/retry").status_code == 409  # nothing left to retry
+    assert serve.api.get("/api/v1/sources/handbook/documents").json()["total"] == 5
+    assert serve.api.post("/api/v1/runs/nope/retry").status_code == 404
+
+
+@pytest.mark.timeout(300)
+def test_search_returns_what_headwater_query_returns(serve):
+    folder = write_docs(serve.work / "searchable", 5, bad=False)
+    serve.api.post("/api/v1/sources", json=folder_source("searchable", folder)).raise_for_status()
+    serve.wait_for_run(serve.api.post("/api/v1/sources/searchable/runs").json()["run_id"])
+    for mode in ("hybrid", "dense", "sparse"):
+        hits = serve.api.get("/api/v1/search", params={"q": "rotate the Chroma token", "k": 4, "mode": mode})
+        assert hits.status_code == 200, hits.text
+        cli = subprocess.run([sys.executable, "-m", "headwater.cli", "query", "rotate the Chroma token", "-k", "4",
+                              "--mode", mode, "--json"], env=serve.env, cwd=serve.work, capture_output=True,
+                             text=True, timeout=120)
+        assert cli.returncode == 0, cli.stderr
+        expected = json.loads(cli.stdout)
+        got = hits.json()
+        assert [(h["id"], h["dense_rank"], h["sparse_rank"]) for h in got] == \
+               [(h["id"], h["dense_rank"], h["sparse_rank"]) for h in expected]
+        assert got and pytest.approx([h["score"] for h in expected]) == [h["score"] for h in got]
+    top = serve.api.get("/api/v1/search", params={"q": "rotate the Chroma token", "source_id": "searchable"}).json()
+    assert top and all(h["metadata"]["source_id"] == "searchable" for h in top)
+    for bad in ({"q": ""}, {"q": "x", "k": 0}, {"q": "x", "mode": "fuzzy"}, {"q": "x", "where": "{not json"},
+                {"q": "x", "where": '{"$bogus": 1}'}):
+        assert serve.api.get("/api/v1/search", params=bad).status_code == 422, bad
+
+
+@pytest.mark.timeout(300)
+def test_cancel_stops_a_running_sync(serve):
+    folder = write_docs(serve.work / "large", 400, bad=False)
+    serve.api.post("/api/v1/sources", json=folder_source("large", folder)).raise_for_status()
+    run_id = serve.api.post("/api/v1/sources/large/runs").json()["run_id"]
+    busy = serve.api.post("/api/v1/sources/large/runs")
+    assert busy.status_code == 409 and busy.json()["busy_run"] == run_id
+    wait_until(lambda: serve.api.get(f"/api/v1/runs/{run_id}").json()["progress"]["done"] > 0, 120, "first documents")
+    cancelled = serve.api.post(f"/api/v1/runs/{run_id}/cancel")
+    assert cancelled.status_code == 200, cancelled.text
+    run = serve.wait_for_run(run_id, 120)
+    assert run["status"] == "cancelled" and run["indexed"] < 400, run
+    assert serve.api.post(f"/api/v1/runs/{run_id}/cancel").status_code == 409
+    assert serve.api.post("/api/v1/runs/does-not-exist/cancel").status_code == 404
+    serve.api.delete("/api/v1/sources/large").raise_for_status()
+
+
+@pytest.mark.timeout(300)
+def test_a_source_added_through_the_api_is_scheduled_and_runs_never_overlap(serve):
+    folder = write_docs(serve.work / "scheduled", 60, bad=False)
+    body = folder_source("scheduled", folder, schedule_interval_seconds=2)
+    serve.api.post("/api/v1/sources", json=body).raise_for_status()
+    assert serve.api.get("/api/v1/sources/scheduled").json()["schedule_interval_seconds"] == 2
+
+    def runs() -> list[dict]:
+        return serve.api.get("/api/v1/runs", params={"source_id": "scheduled", "limit": 50}).json()
+
+    # The first run embeds 60 documents (longer than the 2 s period); ticks during it are skipped.
+    wait_until(lambda: sum(r["finished"] for r in runs()) >= 3, 240, "three scheduled runs")
+    serve.api.delete("/api/v1/sources/scheduled").raise_for_status()
+    finished = sorted((r for r in runs() if r["finished"]), key=lambda r: r["started_at"])
+    for before, after in zip(finished, finished[1:]):
+        assert after["started_at"] >= before["finished_at"], (before, after)
+    assert finished[0]["indexed"] == 60 and all(r["status"] == "complete" for r in finished)
+    assert all(r["kind"] == "full" for r in finished)
+    count = len(runs())
+    time.sleep(5)  # removed: no more runs
+    assert len([r for r in runs() if r["created_at"] > time.time() - 3]) == 0 and len(runs()) <= count + 1
+
+
+@pytest.mark.timeout(180)
+def test_a_second_writer_gets_the_lock_error_naming_serve(serve):
+    other = subprocess.run([sys.executable, "-m", "headwater.cli", "sync", str(serve.work / "declared")],
+                           env=serve.env, cwd=serve.work, capture_output=True, text=True, timeout=120)
+    assert other.returncode == 1
+    assert f"pid {serve.process.pid}" in other.stderr.replace("\n", " "), other.stderr
+    second = ServeProcess(serve.work, serve.env, name="second-serve")
+    with pytest.raises(Exception):
+        second.start(60)
+    assert f"pid {serve.process.pid}" in second.log().replace("\n", " ")
+    second.stop()
+
+
+@pytest.mark.timeout(60)
+def test_metrics_are_prometheus_text(serve):
+    metrics = serve.api.get("/metrics")
+    assert metrics.status_code == 200
+    assert "headwater_queue_depth" in metrics.text and "headwater_http_requests_total" in metrics.text
+    assert httpx.get(serve.url + "/openapi.json").status_code == 401
+    assert serve.api.get("/openapi.json").json()["paths"]
+
+
+@pytest.mark.timeout(300)
+def test_dashboard_login_and_csrf_protected_forms_in_embedded_mode(serve):
+    import re
+
+    browser = httpx.Client(base_url=serve.url, timeout=60)
+    try:
+        login = browser.post("/admin/login", data={"token": TOKEN, "next": "/admin"}, follow_redirects=False)
+        assert login.status_code == 303 and "headwater_session" in login.cookies
+        cookie_flags = login.headers["set-cookie"].lower()
+        assert "httponly" in cookie_flags and "samesite=strict" in cookie_flags
+        page = browser.get("/admin")
+        assert page.status_code == 200 and "embedded mode" in page.text and "declared" in page.text
+        csrf = re.search(r'name="csrf" value="([^"]+)"', page.text).group(1)
+        folder = write_docs(serve.work / "from-the-form", 2, bad=False)
+        form = {"id": "from-the-form", "path": str(folder), "include": "", "schedule_interval_seconds": "",
+                "schedule_cron": ""}
+        assert browser.post("/admin/sources", data=form).status_code == 403  # no CSRF token
+        assert browser.post("/admin/sources", data={**form, "csrf": csrf + "x"}).status_code == 403
+        assert "from-the-form" not in sources(serve)
+        invalid = browser.post("/admin/sources", data={**form, "csrf": csrf, "path": "relative"})
+        assert invalid.status_code == 422 and "absolute" in invalid.text
+        added = browser.post("/admin/sources", data={**form, "csrf": csrf}, follow_redirects=False)
+        assert added.status_code == 303 and added.headers["location"].startswith("/admin/runs/")
+        run_id = added.headers["location"].split("/admin/runs/")[1].split("?")[0]
+        assert serve.wait_for_run(run_id)["status"] == "complete"
+        assert "complete" in browser.get(f"/admin/fragments/runs/{run_id}").text
+        search = browser.get("/admin/search", params={"q": "rotating the Chroma token"})
+        assert search.status_code == 200 and "dense #" in search.text and "sparse #" in search.text
+        assert browser.get("/admin/stats.json").json()["queue_depth"]
+        assert browser.get("/openapi.json").status_code == 200  # the session also opens the API docs
+        assert browser.post("/admin/logout", data={"csrf": csrf}, follow_redirects=False).status_code == 303
+    finally:
+        browser.close()
+    serve.api.delete("/api/v1/sources/from-the-form").raise_for_status()

@@ -1,0 +1,153 @@
+"""The HTTP app in fleet mode, driven over real HTTP: serve queues runs for real worker and beat processes
+over a private Redis and a `chroma run`, and keeps API sources in the machine's real PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.integration.fleet_harness import TEST_TIMING, FleetProcesses
+from tests.integration.http_harness import ServeProcess
+from tests.integration.postgres import postgres_database
+from tests.integration.test_http_embedded import SECRET_LOOKALIKE, folder_source, sources, write_docs
+from tests.services import chroma_server, redis_server, wait_until
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def fleet_serve(tmp_path_factory):
+    work = tmp_path_factory.mktemp("serve-fleet")
+    with postgres_database() as database, redis_server(work) as redis_url, chroma_server(work) as (host, port):
+        fleet = FleetProcesses(redis_url, host, port, work, timing={**TEST_TIMING,
+                                                                    "HEADWATER_BEAT_MAX_LOOP_INTERVAL_SECONDS": "1"})
+        fleet.env["HEADWATER_BEAT_MAX_LOOP_INTERVAL_SECONDS"] = "1"
+        fleet.start_fleet()
+        env = {k: v for k, v in fleet.env.items() if k.startswith("HEADWATER_")}
+        env.update({"HEADWATER_DATABASE_URL": database, "HEADWATER_FOLDER_ROOTS": json.dumps([str(work)]),
+                    "HEADWATER_CONFIG_FILE": str(work / "none.toml")})
+        server = ServeProcess(work, env)
+        try:
+            server.start()
+            server.work, server.fleet, server.database = work, fleet, database
+            yield server
+        finally:
+            server.stop()
+            fleet.stop()
+
+
+@pytest.mark.timeout(180)
+def test_auth_failures_change_nothing_and_sources_persist_in_postgres(fleet_serve):
+    serve = fleet_serve
+    assert serve.anonymous.get("/readyz").json()["mode"] == "fleet"
+    folder = write_docs(serve.work / "kept", 1, bad=False)
+    assert serve.anonymous.post("/api/v1/sources", json=folder_source("kept", folder)).status_code == 401
+    assert serve.anonymous.post("/api/v1/sources", json=folder_source("kept", folder),
+                                headers={"Authorization": "Bearer nope"}).status_code == 403
+    assert "kept" not in sources(serve)
+    bad = serve.api.post("/api/v1/sources", json=folder_source("kept", folder, secrets={"token": SECRET_LOOKALIKE}))
+    assert bad.status_code == 422 and SECRET_LOOKALIKE not in bad.text
+    assert serve.api.post("/api/v1/sources", json=folder_source("kept", folder)).status_code == 201
+    # Redis is not durable; the source lives in PostgreSQL and a new serve process sees it.
+    second = ServeProcess(serve.work, serve.env, name="serve-2").start()
+    try:
+        assert "kept" in {s["id"] for s in second.api.get("/api/v1/sources").json()}
+    finally:
+        second.stop()
+    assert serve.api.put("/api/v1/sources/kept", json={"kind": "folder", "options": {"path": str(folder)},
+                                                       "schedule_cron": "0 4 * * *"}).status_code == 200
+    assert serve.api.get("/api/v1/sources/kept").json()["next_run_at"] is not None  # in the Redis-kept beat schedule
+    assert serve.api.delete("/api/v1/sources/kept").status_code == 204
+    assert "kept" not in sources(serve)
+    assert SECRET_LOOKALIKE not in serve.log()
+
+
+@pytest.mark.timeout(400)
+def test_trigger_failed_document_retry_and_search_through_the_fleet(fleet_serve):
+    serve = fleet_serve
+    folder = write_docs(serve.work / "handbook", 4)
+    serve.api.post("/api/v1/sources", json=folder_source("handbook", folder)).raise_for_status()
+    queued = serve.api.post("/api/v1/sources/handbook/runs")
+    assert queued.status_code == 202, queued.text
+    run = serve.wait_for_run(queued.json()["run_id"], 300)
+    assert run["status"] == "complete_with_errors" and run["indexed"] == 4, run
+    assert "not valid UTF-8" in run["errors"]["latin1.md"]
+    assert [d["uri"] for d in serve.api.get("/api/v1/sources/handbook/failed").json()["documents"]] == ["latin1.md"]
+    (folder / "latin1.md").write_text("café au lait, now valid UTF-8\n", encoding="utf-8")
+    retried = serve.api.post(f"/api/v1/runs/{run['id']}/retry")
+    assert retried.status_code == 202, retried.text
+    again = serve.wait_for_run(retried.json()["run_id"], 300)
+    assert again["status"] == "complete" and again["kind"] == "retry", again
+    assert serve.api.get("/api/v1/sources/handbook/documents").json()["total"] == 5
+    queues = serve.api.get("/api/v1/queues").json()
+    assert set(queues) >= {"headwater.sync", "headwater.embed.dense"}
+    wait_until(lambda: all(q["workers"] for q in serve.api.get("/api/v1/queues").json().values()), 30, "workers listed")
+
+    hits = serve.api.get("/api/v1/search", params={"q": "rotate the Chroma token", "k": 4}).json()
+    cli = subprocess.run([sys.executable, "-m", "headwater.cli", "query", "rotate the Chroma token", "-k", "4", "--json"],
+                         env=serve.env, cwd=serve.work, capture_output=True, text=True, timeout=120)
+    assert cli.returncode == 0, cli.stderr
+    assert [(h["id"], h["dense_rank"], h["sparse_rank"]) for h in hits] == \
+           [(h["id"], h["dense_rank"], h["sparse_rank"]) for h in json.loads(cli.stdout)]
+    assert hits
+
+
+@pytest.mark.timeout(400)
+def test_cancel_a_fleet_run(fleet_serve):
+    serve = fleet_serve
+    folder = write_docs(serve.work / "large", 300, bad=False)
+    serve.api.post("/api/v1/sources", json=folder_source("large", folder)).raise_for_status()
+    run_id = serve.api.post("/api/v1/sources/large/runs").json()["run_id"]
+    busy = serve.api.post("/api/v1/sources/large/runs")
+    assert busy.status_code == 409 and busy.json()["busy_run"] == run_id
+    wait_until(lambda: serve.api.get(f"/api/v1/runs/{run_id}").json()["status"] == "running", 120, "run started")
+    assert serve.api.post(f"/api/v1/runs/{run_id}/cancel").status_code == 200
+    run = serve.wait_for_run(run_id, 60)
+    assert run["status"] == "cancelled" and run["indexed"] < 300, run
+    assert serve.api.post(f"/api/v1/runs/{run_id}/cancel").status_code == 409
+    serve.api.delete("/api/v1/sources/large").raise_for_status()
+
+
+@pytest.mark.timeout(400)
+def test_a_source_added_through_the_api_is_scheduled_by_the_running_beat_without_overlap(fleet_serve):
+    serve = fleet_serve
+    folder = write_docs(serve.work / "scheduled", 30, bad=False)
+    # Beat has been running since before this source existed: redbeat reads the new entry from Redis.
+    serve.api.post("/api/v1/sources", json=folder_source("scheduled", folder, schedule_interval_seconds=2)).raise_for_status()
+
+    def runs() -> list[dict]:
+        return serve.api.get("/api/v1/runs", params={"source_id": "scheduled", "limit": 100}).json()
+
+    wait_until(lambda: sum(r["finished"] for r in runs()) >= 3, 300, "three scheduled runs")
+    serve.api.delete("/api/v1/sources/scheduled").raise_for_status()
+    time.sleep(3)  # let a message already sent finish
+    finished = sorted((r for r in runs() if r["finished"]), key=lambda r: r["created_at"])
+    for before, after in zip(finished, finished[1:]):
+        assert after["created_at"] >= before["finished_at"], (before, after)
+    assert finished[0]["indexed"] == 30 and all(r["status"] == "complete" for r in finished)
+    settled = len(runs())
+    time.sleep(5)
+    assert len(runs()) == settled  # the schedule went with the source
+
+
+@pytest.mark.timeout(300)
+def test_schedules_come_back_after_redis_restarts_empty(fleet_serve):
+    import redis
+
+    serve = fleet_serve
+    folder = write_docs(serve.work / "resilient", 2, bad=False)
+    serve.api.post("/api/v1/sources", json=folder_source("resilient", folder, schedule_cron="0 5 * * *")).raise_for_status()
+    assert serve.api.get("/api/v1/sources/resilient").json()["next_run_at"] is not None
+    redis.Redis.from_url(serve.env["HEADWATER_REDIS_URL"]).flushall()
+    assert serve.api.get("/api/v1/sources/resilient").json()["next_run_at"] is None
+    # serve puts the entry back from its durable store; beat reinstalls the sweeper and keeps running.
+    wait_until(lambda: serve.api.get("/api/v1/sources/resilient").json()["next_run_at"] is not None, 60, "entry restored")
+    wait_until(lambda: redis.Redis.from_url(serve.env["HEADWATER_REDIS_URL"]).exists("headwater:redbeat::statics"), 60,
+               "beat's static entries restored")
+    assert all(p.poll() is None for p in serve.fleet.processes.values())
+    serve.api.delete("/api/v1/sources/resilient").raise_for_status()

@@ -1,0 +1,132 @@
+"""The HTTP app's pure parts: source validation, schedules, tokens, sessions and CSRF (no services)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from pydantic import SecretStr, ValidationError
+from starlette.requests import Request
+
+from headwater.http.auth import SESSION_COOKIE, Auth
+from headwater.http.runs_view import with_progress
+from headwater.http.sources import SourceIn
+from headwater.settings import Settings, SourceConfig
+from schedules.source_schedules import busy_run, parse_cron, source_schedule
+
+TOKEN = "unit-admin-token-0123456789"
+
+
+def request_with(headers: dict[str, str] | None = None, cookies: dict[str, str] | None = None) -> Request:
+    raw = [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
+    if cookies:
+        raw.append((b"cookie", "; ".join(f"{k}={v}" for k, v in cookies.items()).encode()))
+    return Request({"type": "http", "method": "GET", "path": "/", "headers": raw, "query_string": b""})
+
+
+@pytest.mark.timeout(10)
+def test_source_validation(tmp_path):
+    ok = SourceIn(id="docs", kind="folder", options={"path": str(tmp_path)}, schedule_interval_seconds=60)
+    assert ok.options.include == ["**"]
+    bad = [dict(options={"path": "relative"}), dict(options={"path": str(tmp_path / "missing")}),
+           dict(options={"path": str(tmp_path)}, schedule_cron="61 * * * *"),
+           dict(options={"path": str(tmp_path)}, schedule_cron="* * *"),
+           dict(options={"path": str(tmp_path)}, schedule_cron="* * * * *", schedule_interval_seconds=60),
+           dict(options={"path": str(tmp_path), "bucket": "x"}),
+           dict(options={"path": str(tmp_path)}, secrets={"token": "DOCS_TOKEN"}),  # folders take none
+           dict(options={"path": str(tmp_path)}, secrets={"token": "hunter2-is-my-password"})]
+    for fields in bad:
+        with pytest.raises(ValidationError) as error:
+            SourceIn(id="docs", kind="folder", **fields)
+        assert "hunter2" not in str(error.value.errors(include_input=False))
+    with pytest.raises(ValidationError):
+        SourceIn(id="../etc", kind="folder", options={"path": str(tmp_path)})
+    with pytest.raises(ValueError, match="FOLDER_ROOTS"):
+        ok.check_roots([tmp_path / "elsewhere"])
+    ok.check_roots([tmp_path.parent])
+
+
+@pytest.mark.timeout(10)
+def test_schedules_from_config():
+    every = source_schedule(SourceConfig(id="a", kind="folder", schedule_interval_seconds=90))
+    assert every.run_every == timedelta(seconds=90)
+    cron = source_schedule(SourceConfig(id="a", kind="folder", schedule_cron="30 3 * * 1-5"))
+    last = datetime.now(timezone.utc)
+    due = (last + cron.remaining_estimate(last)).astimezone(timezone.utc)
+    due = (due + timedelta(seconds=1)).replace(second=0, microsecond=0)  # the estimate is "next minus now"
+    assert (due.hour, due.minute) == (3, 30) and due.weekday() < 5 and due > last
+    assert source_schedule(SourceConfig(id="a", kind="folder")) is None
+    with pytest.raises(ValueError):
+        parse_cron("every day")
+
+
+@pytest.mark.timeout(10)
+def test_busy_run_is_the_unfinished_one():
+    class Status:
+        def __init__(self, finished: bool) -> None:
+            self.finished = finished
+
+    class Run:
+        def __init__(self, run_id: str, finished: bool) -> None:
+            self.id, self.status = run_id, Status(finished)
+
+    assert busy_run([Run("a", True), Run("b", False)]).id == "b"
+    assert busy_run([Run("a", True)]) is None
+
+
+@pytest.mark.timeout(10)
+def test_progress_counts_processed_documents():
+    running = with_progress({"status": "running", "queued": 10, "indexed": 3, "skipped": 1, "failed": 1,
+                             "errors": {"x.md": "bad"}})
+    assert running["progress"] == {"done": 5, "total": 10} and not running["finished"]
+    assert running["failed_documents"] == [{"uri": "x.md", "reason": "bad"}]
+    assert with_progress({"status": "complete", "queued": 2, "errors": {}})["progress"] == {"done": 2, "total": 2}
+
+
+@pytest.mark.timeout(10)
+def test_token_401_without_403_with_a_wrong_one():
+    from fastapi import HTTPException
+
+    auth = Auth(Settings(admin_token=SecretStr(TOKEN)))
+    auth.require_token(request_with({"Authorization": f"Bearer {TOKEN}"}))
+    for headers, status in [({}, 401), ({"Authorization": TOKEN}, 401), ({"Authorization": "Bearer wrong"}, 403),
+                            ({"Authorization": f"Bearer {TOKEN}x"}, 403)]:
+        with pytest.raises(HTTPException) as refused:
+            auth.require_token(request_with(headers))
+        assert refused.value.status_code == status and TOKEN not in str(refused.value.detail)
+
+
+@pytest.mark.timeout(10)
+def test_serve_refuses_to_start_without_a_strong_token():
+    with pytest.raises(ValueError, match="HEADWATER_ADMIN_TOKEN"):
+        Auth(Settings())
+    with pytest.raises(ValueError):
+        Auth(Settings(admin_token=SecretStr("short")))
+
+
+@pytest.mark.timeout(10)
+def test_sessions_are_signed_and_die_with_the_token():
+    from fastapi import HTTPException
+
+    auth = Auth(Settings(admin_token=SecretStr(TOKEN)))
+    cookie = auth.new_session()
+    session = auth.session(request_with(cookies={SESSION_COOKIE: cookie}))
+    assert session is not None and TOKEN not in cookie
+    auth.check_csrf(session, session["csrf"])
+    for wrong in (None, "", session["csrf"] + "x"):
+        with pytest.raises(HTTPException):
+            auth.check_csrf(session, wrong)
+    assert auth.session(request_with(cookies={SESSION_COOKIE: cookie[:-2] + "xx"})) is None
+    rotated = Auth(Settings(admin_token=SecretStr(TOKEN + "-rotated")))
+    assert rotated.session(request_with(cookies={SESSION_COOKIE: cookie})) is None
+
+
+@pytest.mark.timeout(10)
+def test_wrong_logins_are_throttled_per_address():
+    from headwater.http.auth import LOGIN_FAILURES
+
+    auth = Auth(Settings(admin_token=SecretStr(TOKEN)))
+    for _ in range(LOGIN_FAILURES):
+        assert not auth.login_throttled("10.0.0.1")
+        auth.login_failed("10.0.0.1")
+    assert auth.login_throttled("10.0.0.1") and not auth.login_throttled("10.0.0.2")
