@@ -9,7 +9,6 @@ queued behind the next one, so an outage never leaves a pile of runs behind it.
 
 from __future__ import annotations
 
-import time
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -49,11 +48,11 @@ def source_schedule(source: SourceConfig) -> Any | None:
     return None
 
 
-def seconds_between(source_schedule_: Any) -> float:
-    """Roughly how long one period lasts (used to expire a scheduled message that waited a whole period)."""
-    if isinstance(source_schedule_, crontab):
+def seconds_between(every: Any) -> float:
+    """How long a scheduled message may wait before it is dropped: one period (a minute for cron lines)."""
+    if isinstance(every, crontab):
         return 60.0
-    return max(1.0, source_schedule_.run_every.total_seconds())
+    return max(1.0, every.run_every.total_seconds())
 
 
 def busy_run(runs: list[Any]) -> Any | None:
@@ -129,7 +128,3 @@ def _key(app: Any, source_id: str) -> str:
     from redbeat.schedulers import ensure_conf
 
     return ensure_conf(app).key_prefix + entry_name(source_id)
-
-
-def now() -> float:
-    return time.time()
