@@ -127,7 +127,11 @@ class FleetBackend:
         return ChromaStore.from_settings(settings, fleet=True, create=False)
 
     def search(self, text: str, k: int, mode: str, filters: Any) -> list[Any]:
-        """Hybrid search like `headwater query`; the in-memory sparse index is rebuilt when the collection changed."""
+        """Hybrid search like `headwater query`.
+
+        The searcher's sparse index follows the server's write log (headwater.write_log); only
+        without Redis for that is the in-memory index rebuilt when the collection changed.
+        """
         from headwater.retrieval import open_searcher
         from headwater.sparse_index import SparseIndex
 
@@ -137,7 +141,7 @@ class FleetBackend:
             fresh = self._freshness()
             if searcher is None:
                 searcher = open_searcher(self.settings)
-            elif stamp != fresh or searcher.store.count() != len(searcher.index):
+            elif searcher.follower is None and (stamp != fresh or searcher.store.count() != len(searcher.index)):
                 searcher.index = SparseIndex.rebuild(searcher.store.collection, None)
             self._searchers[key] = (searcher, fresh)
         return searcher.search(text, k=k, mode=mode, filters=filters)
