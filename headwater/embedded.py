@@ -8,6 +8,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from headwater.chroma_store import ChromaStore, WriteObserver
+from headwater.lazy import Lazy
 from headwater.model_identity import dense_identity, sparse_identity
 from headwater.path_lock import ChromaPathLock
 from headwater.settings import Settings
@@ -53,8 +54,9 @@ def open_engine(settings: Settings, progress: Progress | None = None,
     lock = contextlib.nullcontext() if remote else ChromaPathLock(settings.chroma_path)
     with lock:
         threads = settings.model_threads or threads_per_model()
-        dense = DenseEmbedder(settings.dense_model_dir, threads, settings.embed_batch_size)
-        sparse = SpladeEncoder(settings.sparse_model_dir, threads)
+        # Loaded only when a pass has text to embed: an unchanged re-sync never loads them.
+        dense = Lazy(lambda: DenseEmbedder(settings.dense_model_dir, threads, settings.embed_batch_size))
+        sparse = Lazy(lambda: SpladeEncoder(settings.sparse_model_dir, threads))
         store = ChromaStore.from_settings(settings, dense_model=dense_identity(settings.dense_model_dir),
                                           sparse_model=sparse_identity(settings.sparse_model_dir), observers=observers)
         index = None

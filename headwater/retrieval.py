@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from headwater import chroma_store as keys
 from headwater.chroma_store import ChromaStore
+from headwater.lazy import Lazy
 from headwater.settings import Settings
 from headwater.sparse_index import SparseIndex
 from workers.embed_dense import DenseEmbedder
@@ -210,8 +211,9 @@ def open_searcher(settings: Settings) -> Searcher:
     # One thread per model: hybrid queries run both sides at once, and two multi-threaded runtimes
     # on the same cores slow each other down (measured: 62 ms -> 21 ms p50 on two cores).
     threads = settings.model_threads or 1
-    return Searcher(store, DenseEmbedder(settings.dense_model_dir, threads),
-                    SpladeEncoder(settings.sparse_model_dir, threads), index, directory, follower)
+    # Each model loads on first use: `--mode dense` never loads SPLADE, `--mode sparse` never MiniLM.
+    return Searcher(store, Lazy(lambda: DenseEmbedder(settings.dense_model_dir, threads)),
+                    Lazy(lambda: SpladeEncoder(settings.sparse_model_dir, threads)), index, directory, follower)
 
 
 def following_index(settings: Settings, store: ChromaStore) -> Any:

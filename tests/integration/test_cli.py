@@ -86,3 +86,24 @@ def test_library_warnings_stay_out_of_a_sync_unless_verbose(tmp_path):
     assert "invalid pdf header" not in quiet.stderr.lower() and "EOF marker" not in quiet.stderr
     verbose = _run("--verbose", "sync", str(folder), "--chroma-path", "store", cwd=tmp_path)
     assert verbose.returncode == 2 and "EOF marker not found" in verbose.stderr
+
+
+def test_work_that_needs_no_model_loads_none(tmp_path):
+    """An unchanged re-sync loads no model; a dense query loads no SPLADE (each costs seconds at start)."""
+    from connectors.folder import FolderConnector
+    from headwater.embedded import open_engine
+    from headwater.retrieval import open_searcher
+    from headwater.settings import Settings
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.md").write_text("# Release\n\nTag the release, then publish the notes for the on-call team.\n")
+    settings = Settings(chroma_path=tmp_path / "store", collection="lazy")
+    with open_engine(settings) as engine:
+        assert engine.sync(FolderConnector("docs", folder)).chunks_embedded > 0
+    with open_engine(settings) as engine:
+        report = engine.sync(FolderConnector("docs", folder))
+        assert report.unchanged == 1 and not engine.dense.loaded and not engine.sparse.loaded
+    searcher = open_searcher(settings)
+    assert searcher.search("publish release notes", k=1, mode="dense")[0].uri == "a.md"
+    assert searcher.dense.loaded and not searcher.sparse.loaded

@@ -1,0 +1,29 @@
+"""A model built on first use: a command that has no text to embed never pays to load one."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+
+class Lazy:
+    """Stands in for the object `factory` builds, building it (once, thread-safely) on first attribute access."""
+
+    def __init__(self, factory: Callable[[], Any]) -> None:
+        self._factory = factory
+        self._built: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def loaded(self) -> bool:
+        return self._built is not None
+
+    def _get(self) -> Any:
+        with self._lock:
+            if self._built is None:
+                self._built = self._factory()
+            return self._built
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._get(), name)
