@@ -48,6 +48,14 @@ def _svc(request: Request) -> Any:
     return request.app.state.services
 
 
+def _form_post(request: Request, csrf: str) -> tuple[dict[str, Any], Any]:
+    """The session and services of a state-changing form post, after its CSRF token checked out."""
+    session = _session(request)
+    svc = _svc(request)
+    svc.auth.check_csrf(session, csrf)
+    return session, svc
+
+
 def _session(request: Request) -> dict[str, Any]:
     session = _svc(request).auth.session(request)
     if session is None:
@@ -196,9 +204,7 @@ def add_source(request: Request, csrf: str = Form(""), id: str = Form(""), path:
                include: str = Form(""), schedule_interval_seconds: str = Form(""), schedule_cron: str = Form("")) -> Response:
     from headwater.http.sources import SourceIn, config_from
 
-    session = _session(request)
-    svc = _svc(request)
-    svc.auth.check_csrf(session, csrf)
+    session, svc = _form_post(request, csrf)
     form = {"id": id, "path": path, "include": include, "schedule_interval_seconds": schedule_interval_seconds,
             "schedule_cron": schedule_cron}
     try:
@@ -223,9 +229,7 @@ def add_source(request: Request, csrf: str = Form(""), id: str = Form(""), path:
 
 @router.post("/sources/{source_id}/sync")
 def sync_source(request: Request, source_id: str, csrf: str = Form("")) -> Response:
-    session = _session(request)
-    svc = _svc(request)
-    svc.auth.check_csrf(session, csrf)
+    session, svc = _form_post(request, csrf)
     source = svc.catalog.get(source_id)
     if source is None:
         raise HTTPException(404, f"no source {source_id}")
@@ -240,9 +244,7 @@ def sync_source(request: Request, source_id: str, csrf: str = Form("")) -> Respo
 
 @router.post("/sources/{source_id}/delete")
 def delete_source(request: Request, source_id: str, csrf: str = Form("")) -> Response:
-    session = _session(request)
-    svc = _svc(request)
-    svc.auth.check_csrf(session, csrf)
+    session, svc = _form_post(request, csrf)
     source = svc.catalog.get(source_id)
     if source is None or source.read_only:
         return _back("/admin", f"{source_id} cannot be removed here")
@@ -253,9 +255,7 @@ def delete_source(request: Request, source_id: str, csrf: str = Form("")) -> Res
 
 @router.post("/runs/{run_id}/retry")
 def retry_run(request: Request, run_id: str, csrf: str = Form("")) -> Response:
-    session = _session(request)
-    svc = _svc(request)
-    svc.auth.check_csrf(session, csrf)
+    session, svc = _form_post(request, csrf)
     try:
         new_run, busy = svc.backend.retry(run_id)
     except (LookupError, ValueError) as exc:
@@ -267,8 +267,6 @@ def retry_run(request: Request, run_id: str, csrf: str = Form("")) -> Response:
 
 @router.post("/runs/{run_id}/cancel")
 def cancel_run(request: Request, run_id: str, csrf: str = Form("")) -> Response:
-    session = _session(request)
-    svc = _svc(request)
-    svc.auth.check_csrf(session, csrf)
+    session, svc = _form_post(request, csrf)
     outcome = svc.backend.cancel(run_id)
     return _back(f"/admin/runs/{run_id}", "Cancelled." if outcome else "The run had already finished.")
