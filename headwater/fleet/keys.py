@@ -9,7 +9,7 @@
     headwater:run:{run}:gone            LIST  uris the listing no longer has (deleted when the run finishes)
     headwater:run:{run}:errors          HASH  uri -> why it failed ("(source)" for the run itself)
     headwater:run:{run}:notes           HASH  uri -> why it was skipped
-    headwater:run:{run}:claims          HASH  uri -> the content claim this run holds for it
+    headwater:run:{run}:claims          HASH  uri -> the document claim this run holds for it
     headwater:run:{run}:doc:{h}:{part}  STR/HASH  in-flight payloads: bytes, plan, dense, sparse
     headwater:leases                    ZSET  lease member -> deadline (one per pending step)
     headwater:lease:{holders,deliveries,attempts,redrives}  HASH  lease member -> value
@@ -68,8 +68,9 @@ def flush_scheduled(collection: str) -> str:
     return f"{PREFIX}col:{collection}:flush-scheduled"
 
 
-def content_claim(collection: str, source_id: str, uri: str, doc_hash: str) -> str:
-    return f"{PREFIX}col:{collection}:claim:{uri_hash(source_id + SEP + uri)}:{doc_hash}"
+def document_claim(collection: str, source_id: str, uri: str) -> str:
+    """Held by the one run that is working on a document now (runs of a document never interleave)."""
+    return f"{PREFIX}col:{collection}:claim:{uri_hash(source_id + SEP + uri)}"
 
 
 def vector_cache(model: str, content_hash: str) -> str:

@@ -189,8 +189,9 @@ redis.call('ZADD', P .. 'leases', tonumber(ARGV[8]), m)
 return {'retry', attempts}
 """
 
-# ARGV: P, claim key, run, uri, ttl — the same content of a document is worked on by one run at a time.
-_CLAIM_CONTENT = _PRELUDE + """
+# ARGV: P, claim key, run, uri, ttl — one run at a time works on a document, from its fetch to its end,
+# so a run never decides from what the collection held before another run's write of the same document.
+_CLAIM_DOCUMENT = _PRELUDE + """
 local key, rid, uri = ARGV[2], ARGV[3], ARGV[4]
 local holder = redis.call('GET', key)
 if holder and holder ~= rid and unfinished(holder) then
@@ -199,6 +200,15 @@ if holder and holder ~= rid and unfinished(holder) then
 end
 redis.call('SET', key, rid, 'EX', tonumber(ARGV[5]))
 redis.call('HSET', rk(rid) .. ':claims', uri, key)
+return 1
+"""
+
+# ARGV: P, member, token, deadline — hand a held step back unchanged, to be sent again later.
+_DEFER = _PRELUDE + """
+if redis.call('HGET', P .. 'lease:holders', ARGV[2]) ~= ARGV[3] then return 0 end
+redis.call('HDEL', P .. 'lease:holders', ARGV[2])
+redis.call('HINCRBY', P .. 'lease:deliveries', ARGV[2], -1)
+redis.call('ZADD', P .. 'leases', tonumber(ARGV[4]), ARGV[2])
 return 1
 """
 
@@ -305,7 +315,7 @@ class StateMachine:
         self._acquire, self._renew, self._commit = register(_ACQUIRE), register(_RENEW), register(_COMMIT)
         self._fail_attempt, self._listed = register(_FAIL_ATTEMPT), register(_LISTED)
         self._start_known, self._close, self._redrive = register(_START_KNOWN), register(_CLOSE), register(_REDRIVE)
-        self._take, self._claim_content = register(_TAKE), register(_CLAIM_CONTENT)
+        self._take, self._claim_document, self._defer = register(_TAKE), register(_CLAIM_DOCUMENT), register(_DEFER)
 
     def acquire(self, run_id: str, step: str, uri: str, token: str) -> Moved:
         m = keys.member(run_id, step, uri)
@@ -356,9 +366,14 @@ class StateMachine:
         return entries, [Moved("poisoned", [_text(u) for u in p[1]], bool(int(p[2])), detail=_text(p[0]))
                          for p in poisoned]
 
-    def claim_content(self, run_id: str, uri: str, claim_key: str, ttl: int) -> bool:
-        """Whether this run may work on this content now (no other unfinished run is working on it)."""
-        return bool(self._claim_content(args=[keys.PREFIX, claim_key, run_id, uri, ttl]))
+    def claim_document(self, run_id: str, uri: str, claim_key: str, ttl: int) -> bool:
+        """Whether this run may work on this document now (no other unfinished run has it in flight)."""
+        return bool(self._claim_document(args=[keys.PREFIX, claim_key, run_id, uri, ttl]))
+
+    def defer(self, run_id: str, step: str, uri: str, token: str, retry_in: float) -> bool:
+        """Give a held step back to run again in `retry_in` seconds (waiting is not a failure or a lost worker)."""
+        m = keys.member(run_id, step, uri)
+        return bool(self._defer(args=[keys.PREFIX, m, token, time.time() + retry_in + self.queued]))
 
     def expired(self, limit: int = 1000) -> list[str]:
         return [_text(m) for m in self.redis.zrangebyscore(keys.LEASES, "-inf", time.time(), start=0, num=limit)]

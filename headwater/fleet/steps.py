@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 TASK_OF_STEP = {LIST: names.LIST_SOURCE, FETCH: names.FETCH, PARSE: names.PARSE, DENSE: names.EMBED_DENSE,
                 SPARSE: names.EMBED_SPARSE, WRITE: names.FLUSH, FINISH: names.FINISH}
 WRITE_BATCH_DOCUMENTS = 64  # documents per write batch; the store splits records to its own limit
+CLAIM_WAIT_SECONDS = 1.0  # how soon a document another run has in flight is looked at again
 _PAYLOAD_PARTS = ("bytes", "facts", "plan", DENSE, SPARSE)
 
 
@@ -165,6 +166,13 @@ def fetch(fleet: Fleet, run_id: str, uri: str) -> None:
     def body(held: Held) -> None:
         run = fleet.runs.get(run_id)
         change = fleet.runs.change(run_id, uri)
+        claim = keys.document_claim(run.target.collection, run.source_id, uri)
+        if not fleet.state.claim_document(run_id, uri, claim, fleet.settings.payload_ttl_seconds):
+            # Another run has this document in flight: wait for it to end, then decide from what it
+            # wrote (deciding now, from what the collection held before, could undo its write).
+            if fleet.state.defer(run_id, FETCH, uri, held.token, CLAIM_WAIT_SECONDS):
+                fleet.send(names.FETCH, [run_id, uri], countdown=CLAIM_WAIT_SECONDS)
+            return
         stored = fleet.store(run.target).documents(run.source_id, [uri]).get(uri)
         if change.op is Op.DELETE:
             _to_write_or_end(held, outcomes.removed(uri, stored, outcomes.DELETED), run.target.collection)
@@ -178,11 +186,6 @@ def fetch(fleet: Fleet, run_id: str, uri: str) -> None:
         modified_time = fetched.modified_time or change.observed_at
         if stored and stored.complete and stored.doc_hash == fetched.doc_hash:
             _to_write_or_end(held, outcomes.touched(stored, version, modified_time), run.target.collection)
-            return
-        claim = keys.content_claim(run.target.collection, run.source_id, uri, fetched.doc_hash)
-        if not fleet.state.claim_content(run_id, uri, claim, fleet.settings.payload_ttl_seconds):
-            # Another unfinished run is indexing these very bytes: it writes them, this run need not.
-            follow(fleet, run_id, held.commit(outcomes.UNCHANGED))
             return
         fleet.payloads.put_bytes(keys.doc_payload(run_id, uri, "bytes"), fetched.data)
         facts = DocumentFacts(source_id=run.source_id, uri=uri, doc_version=version, doc_hash=fetched.doc_hash,

@@ -191,3 +191,18 @@ def test_a_run_carries_its_target_and_finished_runs_stay_finished(client):
     assert runs.fail_run(run.id, "cannot list /srv/docs")
     assert not runs.cancel(run.id) and runs.get(run.id).status is RunStatus.FAILED
     assert runs.get(run.id).errors == {"(source)": "cannot list /srv/docs"}
+
+
+def test_one_run_at_a_time_works_on_a_document(client):
+    first, second = listed_run(client, ["a.md"]), listed_run(client, ["a.md"])
+    sm = machine(client)
+    claim = keys.document_claim("col", "src", "a.md")
+    assert sm.acquire(first, FETCH, "a.md", "t1").status == "ok"
+    assert sm.claim_document(first, "a.md", claim, 60)
+    assert sm.acquire(second, FETCH, "a.md", "t2").status == "ok"
+    assert not sm.claim_document(second, "a.md", claim, 60)  # in flight in the first run
+    assert sm.defer(second, FETCH, "a.md", "t2", 0)  # handed back: no delivery, no attempt counted
+    assert int(client.hget(keys.DELIVERIES, keys.member(second, FETCH, "a.md")) or 0) == 0
+    sm.commit(first, FETCH, "a.md", "t1", "unchanged")  # the first run's document ends
+    assert sm.acquire(second, FETCH, "a.md", "t3").status == "ok"
+    assert sm.claim_document(second, "a.md", claim, 60)
