@@ -29,7 +29,6 @@ from headwater.fleet import keys
 LIST, FETCH, PARSE, DENSE, SPARSE, WRITE, FINISH = "list", "fetch", "parse", "dense", "sparse", "write", "finish"
 DOCUMENT_STEPS = (FETCH, PARSE, DENSE, SPARSE, WRITE)
 RUN_STEPS = (LIST, FINISH)
-TERMINAL_STATES = ("indexed", "unchanged", "skipped", "failed", "deleted")
 
 _PRELUDE = r"""
 local P = ARGV[1]
@@ -349,10 +348,6 @@ class StateMachine:
     def close(self, run_id: str, token: str | None, status: str = "auto") -> str:
         m = keys.member(run_id, FINISH) if token else ""
         return _text(self._close(args=[keys.PREFIX, m, token or "", run_id, status, time.time()]))
-
-    def add_run_lease(self, run_id: str, step: str) -> None:
-        """The run-level step (list) is due: a lease with the queued deadline, re-driven if its message is lost."""
-        self.redis.zadd(keys.LEASES, {keys.member(run_id, step): time.time() + self.queued})
 
     def redrive(self, lease_member: str, base: float) -> int:
         run_id, step, uri = keys.split_member(lease_member)
