@@ -245,7 +245,7 @@ def doctor() -> None:
 
     try:
         settings = load_settings()
-        dense = DenseEmbedder(settings.dense_model_dir)
+        dense = DenseEmbedder(settings.dense_model_dir, int8=settings.dense_int8)
         sparse = SpladeEncoder(settings.sparse_model_dir)
         sample = parse_document("check.md", b"# Check\n\nHeadwater parses this offline.")
         checks = {

@@ -212,7 +212,7 @@ def open_searcher(settings: Settings) -> Searcher:
     # on the same cores slow each other down (measured: 62 ms -> 21 ms p50 on two cores).
     threads = settings.model_threads or 1
     # Each model loads on first use: `--mode dense` never loads SPLADE, `--mode sparse` never MiniLM.
-    return Searcher(store, Lazy(lambda: DenseEmbedder(settings.dense_model_dir, threads)),
+    return Searcher(store, Lazy(lambda: DenseEmbedder(settings.dense_model_dir, threads, int8=settings.dense_int8)),
                     Lazy(lambda: SpladeEncoder(settings.sparse_model_dir, threads)), index, directory, follower)
 
 

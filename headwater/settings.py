@@ -98,7 +98,8 @@ class Settings(BaseSettings):
     # Models. Empty paths mean the packaged offline defaults.
     dense_model_dir: Path | None = None
     sparse_model_dir: Path | None = None
-    embed_batch_size: int = Field(default=32, ge=1)
+    # The int8 build of the dense model (workers/dense_int8.py); false runs the float32 one.
+    dense_int8: bool = True
     model_threads: int = Field(default=0, ge=0)  # 0: let the runtime choose
 
     # The HTTP app (headwater serve). Every route but /healthz and /readyz needs the admin token

@@ -180,32 +180,3 @@ def test_sparse_vectors_do_not_depend_on_the_batch(sparse):
     batched = [encode_sparse(indices, values) for indices, values in sparse.encode(texts)]
     alone = [encode_sparse(*sparse.encode([text])[0]) for text in texts]
     assert batched == alone
-
-
-def test_dense_embedder_matches_chromas_default_function(dense):
-    from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
-
-    from workers.embed_dense import chroma_model_dir
-
-    texts = ["short", "a much longer sentence about keeping folders in sync with a vector database " * 3]
-    reference = ONNXMiniLM_L6_V2(preferred_providers=["CPUExecutionProvider"])
-    reference.DOWNLOAD_PATH = chroma_model_dir()
-    assert np.allclose(dense.embed(texts), np.array(reference(texts)), atol=1e-5)
-
-
-def test_dense_batches_are_padded_only_to_their_longest_text(dense):
-    widths = []
-    forward = dense._forward
-
-    def recording(texts):
-        widths.append(max(len(dense._tokenizer.encode(t).ids) for t in texts))
-        return forward(texts)
-
-    dense._forward = recording
-    try:
-        # Long texts first: only a real sort by length puts all the short ones in one batch.
-        texts = ["a long passage about synchronising documents " * 20] * 2 + ["tiny"] * dense.batch_size
-        dense.embed(texts)
-    finally:
-        del dense._forward
-    assert widths[0] < 16 < widths[-1]  # the short texts were not padded to the long ones
