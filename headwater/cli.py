@@ -238,7 +238,7 @@ def reindex(collection: CollectionOpt = None, chroma_path: ChromaPathOpt = None)
 
 @app.command()
 def doctor() -> None:
-    """Check that models and parsers load offline."""
+    """Check that models and parsers load offline; makes the SPLADE ONNX export if there is none yet."""
     from workers.embed_dense import DenseEmbedder
     from workers.embed_sparse import SpladeEncoder
     from workers.parse import parse_document
@@ -246,11 +246,12 @@ def doctor() -> None:
     try:
         settings = load_settings()
         dense = DenseEmbedder(settings.dense_model_dir)
-        sparse = SpladeEncoder(settings.sparse_model_dir)
+        sparse = SpladeEncoder(settings.sparse_model_dir, cache_dir=settings.onnx_cache_dir)
         sample = parse_document("check.md", b"# Check\n\nHeadwater parses this offline.")
         checks = {
             "dense model": f"{dense.name}, {dense.embed(['headwater']).shape[1]} dimensions",
-            "sparse model": f"{sparse.name}, {len(sparse.encode(['headwater'])[0][0])} active terms",
+            "sparse model": f"{sparse.name}, {len(sparse.encode(['headwater'])[0][0])} active terms "
+                            f"(onnxruntime, {sparse.onnx_file})",
             "markdown parser": f"{len(sample.elements)} elements",
         }
     except (HeadwaterError, ValueError, ImportError) as exc:

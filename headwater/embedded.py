@@ -56,7 +56,7 @@ def open_engine(settings: Settings, progress: Progress | None = None,
         threads = settings.model_threads or threads_per_model()
         # Loaded only when a pass has text to embed: an unchanged re-sync never loads them.
         dense = Lazy(lambda: DenseEmbedder(settings.dense_model_dir, threads, settings.embed_batch_size))
-        sparse = Lazy(lambda: SpladeEncoder(settings.sparse_model_dir, threads))
+        sparse = Lazy(lambda: SpladeEncoder(settings.sparse_model_dir, threads, settings.onnx_cache_dir))
         store = ChromaStore.from_settings(settings, dense_model=dense_identity(settings.dense_model_dir),
                                           sparse_model=sparse_identity(settings.sparse_model_dir), observers=observers)
         index = None

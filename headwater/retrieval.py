@@ -213,7 +213,7 @@ def open_searcher(settings: Settings) -> Searcher:
     threads = settings.model_threads or 1
     # Each model loads on first use: `--mode dense` never loads SPLADE, `--mode sparse` never MiniLM.
     return Searcher(store, Lazy(lambda: DenseEmbedder(settings.dense_model_dir, threads)),
-                    Lazy(lambda: SpladeEncoder(settings.sparse_model_dir, threads)), index, directory, follower)
+                    Lazy(lambda: SpladeEncoder(settings.sparse_model_dir, threads, settings.onnx_cache_dir)), index, directory, follower)
 
 
 def following_index(settings: Settings, store: ChromaStore) -> Any:

@@ -98,6 +98,8 @@ class Settings(BaseSettings):
     # Models. Empty paths mean the packaged offline defaults.
     dense_model_dir: Path | None = None
     sparse_model_dir: Path | None = None
+    # Where the SPLADE checkpoint's ONNX export is kept (empty: inside the environment, see workers.embed_sparse).
+    onnx_cache_dir: Path | None = None
     embed_batch_size: int = Field(default=32, ge=1)
     model_threads: int = Field(default=0, ge=0)  # 0: let the runtime choose
 

@@ -91,7 +91,7 @@ class Fleet:
         from workers.embed_sparse import SpladeEncoder
 
         s = self.settings
-        return SpladeEncoder(s.sparse_model_dir, s.model_threads)
+        return SpladeEncoder(s.sparse_model_dir, s.model_threads, s.onnx_cache_dir)
 
     def connector(self, run_id: str) -> Any:
         from connectors import build_connector
