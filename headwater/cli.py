@@ -163,7 +163,8 @@ def query(text: Annotated[str, typer.Argument(help="What to search for.")],
         if mode not in ("dense", "sparse", "hybrid"):
             raise ValueError(f"--mode must be dense, sparse or hybrid, not {mode!r}")
         filters = Filters(source, uri_prefix, _where(where))
-        hits = open_searcher(cli_settings(collection, chroma_path)).search(text, k=k, mode=mode, filters=filters)
+        searcher = open_searcher(cli_settings(collection, chroma_path), mode)  # type: ignore[arg-type]
+        hits = searcher.search(text, k=k, mode=mode, filters=filters)  # type: ignore[arg-type]
     except (HeadwaterError, ValueError) as exc:
         fail(exc)
     if as_json:

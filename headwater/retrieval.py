@@ -196,10 +196,24 @@ class Searcher:
         return hits
 
 
-def open_searcher(settings: Settings) -> Searcher:
-    """A Searcher for the configured collection (models loaded, sparse index loaded or rebuilt)."""
+def open_searcher(settings: Settings, mode: Mode | None = None) -> Searcher:
+    """A Searcher for the configured collection (sparse index loaded or rebuilt; models load on first use).
+
+    With `mode`, the models that mode needs start loading at once, in the background, while Chroma
+    opens: a one-off query (the CLI) then waits for the slower of the two, not for their sum.
+    """
     from headwater.embedded import open_sparse_index, sparse_index_dir
 
+    # One thread per model: hybrid queries run both sides at once, and two multi-threaded runtimes
+    # on the same cores slow each other down (measured: 62 ms -> 21 ms p50 on two cores).
+    threads = settings.model_threads or 1
+    # Each model loads on first use: `--mode dense` never loads SPLADE, `--mode sparse` never MiniLM.
+    dense = Lazy(lambda: DenseEmbedder(settings.dense_model_dir, threads))
+    sparse = Lazy(lambda: SpladeEncoder(settings.sparse_model_dir, threads, settings.onnx_cache_dir))
+    if mode in ("dense", "hybrid"):
+        dense.prefetch()
+    if mode in ("sparse", "hybrid"):
+        sparse.prefetch()
     store = ChromaStore.from_settings(settings, create=False)
     directory = sparse_index_dir(settings)
     follower = following_index(settings, store) if settings.chroma_host and not store.cloud else None
@@ -208,12 +222,7 @@ def open_searcher(settings: Settings) -> Searcher:
     else:
         # Readers never write an embedded index: only the process holding the writer lock saves it.
         index = None if store.cloud else open_sparse_index(store, directory, save=False)
-    # One thread per model: hybrid queries run both sides at once, and two multi-threaded runtimes
-    # on the same cores slow each other down (measured: 62 ms -> 21 ms p50 on two cores).
-    threads = settings.model_threads or 1
-    # Each model loads on first use: `--mode dense` never loads SPLADE, `--mode sparse` never MiniLM.
-    return Searcher(store, Lazy(lambda: DenseEmbedder(settings.dense_model_dir, threads)),
-                    Lazy(lambda: SpladeEncoder(settings.sparse_model_dir, threads, settings.onnx_cache_dir)), index, directory, follower)
+    return Searcher(store, dense, sparse, index, directory, follower)
 
 
 def following_index(settings: Settings, store: ChromaStore) -> Any:
