@@ -9,8 +9,9 @@ import sys
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, ProgressColumn, Task, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 import headwater.offline  # noqa: F401
 from headwater import cli_fleet
@@ -20,7 +21,8 @@ from headwater.errors import HeadwaterError
 from headwater.report import SyncReport
 from headwater.settings import load_settings
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+# Plain help: typer's rich help shows every flag as `--json <bool>`, as if it took a value.
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Keep data sources in sync with a Chroma collection.")
 
 
@@ -31,25 +33,49 @@ def _options(verbose: Annotated[bool, typer.Option(
 
 
 class _RichProgress:
-    """Progress bars on stderr for documents and embedded chunks."""
+    """Progress on stderr: "listing" until the documents to sync are known, then a bar of them; chunks as a count.
+
+    Changed documents are parsed as they stream in, so how many chunks they hold is known only at
+    the end: the chunk line shows how many were embedded and how fast, never a bar against a guess.
+    """
 
     def __init__(self, progress: Progress) -> None:
         self._progress = progress
-        self._docs = progress.add_task("documents", total=0)
-        self._chunks = progress.add_task("chunks embedded", total=None)
+        self._docs = progress.add_task("listing", total=None)
+        self._chunks: Any = None
 
     def start(self, total_documents: int) -> None:
-        self._progress.reset(self._docs, total=total_documents)
+        self._progress.update(self._docs, description="documents", total=total_documents, completed=0)
 
     def document_done(self, uri: str) -> None:
         self._progress.advance(self._docs)
 
     def embedded(self, count: int) -> None:
-        self._progress.advance(self._chunks, count)
+        if self._chunks is None:
+            self._chunks = self._progress.add_task("chunks embedded", total=None, completed=count)
+        else:
+            self._progress.advance(self._chunks, count)
+
+
+class _BarOnceTotalKnown(BarColumn):
+    def render(self, task: Task) -> Any:
+        return super().render(task) if task.total is not None else Text("")
+
+
+class _Count(ProgressColumn):
+    """done/total for a task with a total; for one without, what is done so far and its rate."""
+
+    def render(self, task: Task) -> Text:
+        if task.total is not None:
+            return Text(f"{int(task.completed)}/{int(task.total)}", style="progress.download")
+        if not task.completed:
+            return Text("")
+        rate = f" ({task.speed:.0f}/s)" if task.speed else ""
+        return Text(f"{int(task.completed)}{rate}", style="progress.download")
 
 
 def _progress_bars() -> Progress:
-    return Progress(TextColumn("{task.description:>16}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+    return Progress(TextColumn("{task.description:>16}"), _BarOnceTotalKnown(), _Count(), TimeElapsedColumn(),
                     console=err, transient=False, disable=not err.is_terminal)
 
 
