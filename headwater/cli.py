@@ -243,7 +243,7 @@ def reindex(collection: CollectionOpt = None, chroma_path: ChromaPathOpt = None)
     import time
 
     from headwater.chroma_store import ChromaStore
-    from headwater.embedded import sparse_index_dir
+    from headwater.sparse_index_files import sparse_index_dir
     from headwater.path_lock import ChromaPathLock
     from headwater.sparse_index import SparseIndex
 

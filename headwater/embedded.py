@@ -5,14 +5,13 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 
 from headwater.chroma_store import ChromaStore, WriteObserver
 from headwater.lazy import Lazy
 from headwater.model_identity import dense_identity, sparse_identity
 from headwater.path_lock import ChromaPathLock
 from headwater.settings import Settings
-from headwater.sparse_index import SparseIndex
+from headwater.sparse_index_files import open_sparse_index, sparse_index_dir  # noqa: F401  (re-exported)
 from headwater.sync_engine import Progress, SyncEngine
 from workers.embed_dense import DenseEmbedder
 from workers.embed_sparse import SpladeEncoder
@@ -26,24 +25,6 @@ def threads_per_model() -> int:
     model gets its own share and they run side by side.
     """
     return max(1, (os.cpu_count() or 2) // 2)
-
-
-def sparse_index_dir(settings: Settings) -> Path | None:
-    """Where an embedded collection's sparse index is kept (next to the Chroma files); None for servers."""
-    if settings.chroma_host or settings.is_cloud:
-        return None
-    return Path(settings.chroma_path) / "headwater-sparse" / settings.collection
-
-
-def open_sparse_index(store: ChromaStore, directory: Path | None, *, save: bool) -> SparseIndex:
-    """The persisted index if it matches the collection, else one rebuilt from the collection."""
-    index = SparseIndex.load(directory) if directory else None
-    if index is None or len(index) != store.count():
-        # A reader rebuilds in memory: only the writer (holding the lock) may touch the directory.
-        index = SparseIndex.rebuild(store.collection, directory if save else None)
-        if save:
-            index.persist()
-    return index
 
 
 @contextlib.contextmanager

@@ -5,15 +5,17 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from headwater import chroma_store as keys
 from headwater.chroma_store import ChromaStore
 from headwater.lazy import Lazy
 from headwater.settings import Settings
-from headwater.sparse_index import SparseIndex
 from workers.embed_dense import DenseEmbedder
 from workers.embed_sparse import SpladeEncoder
+
+if TYPE_CHECKING:  # scipy, under the sparse index, is imported only where a sparse index is opened
+    from headwater.sparse_index import SparseIndex
 
 Mode = Literal["dense", "sparse", "hybrid"]
 # Reciprocal rank fusion: score = sum over rankings of weight / (RRF_K + rank), ranks from 1.
@@ -172,6 +174,8 @@ class Searcher:
             return
         if self.index_dir is None:
             return
+        from headwater.sparse_index import SparseIndex
+
         saved = SparseIndex.saved_generation(self.index_dir)
         if saved is not None and saved != self.index.generation():
             fresh = SparseIndex.load(self.index_dir)
@@ -202,7 +206,7 @@ def open_searcher(settings: Settings, mode: Mode | None = None) -> Searcher:
     With `mode`, the models that mode needs start loading at once, in the background, while Chroma
     opens: a one-off query (the CLI) then waits for the slower of the two, not for their sum.
     """
-    from headwater.embedded import open_sparse_index, sparse_index_dir
+    from headwater.sparse_index_files import open_sparse_index, sparse_index_dir
 
     # One thread per model: hybrid queries run both sides at once, and two multi-threaded runtimes
     # on the same cores slow each other down (measured: 62 ms -> 21 ms p50 on two cores).
@@ -221,7 +225,9 @@ def open_searcher(settings: Settings, mode: Mode | None = None) -> Searcher:
         index = follower.index
     else:
         # Readers never write an embedded index: only the process holding the writer lock saves it.
-        index = None if store.cloud else open_sparse_index(store, directory, save=False)
+        # A dense-only searcher (the CLI's --mode dense) opens it only if it is ever asked for sparse.
+        opened = (lambda: open_sparse_index(store, directory, save=False))
+        index = None if store.cloud else (Lazy(opened) if mode == "dense" else opened())
     return Searcher(store, dense, sparse, index, directory, follower)
 
 
