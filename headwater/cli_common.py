@@ -31,7 +31,6 @@ out = Console()
 err = Console(stderr=True)
 
 
-
 def _setting(name: str) -> dict[str, Any]:
     """Help for an option that overrides a setting: its environment variable and the setting's default."""
     return {"envvar": f"HEADWATER_{name.upper()}", "show_default": str(Settings.model_fields[name].default)}

@@ -226,7 +226,7 @@ def open_searcher(settings: Settings, mode: Mode | None = None) -> Searcher:
     else:
         # Readers never write an embedded index: only the process holding the writer lock saves it.
         # A dense-only searcher (the CLI's --mode dense) opens it only if it is ever asked for sparse.
-        opened = (lambda: open_sparse_index(store, directory, save=False))
+        opened = lambda: open_sparse_index(store, directory, save=False)  # noqa: E731
         index = None if store.cloud else (Lazy(opened) if mode == "dense" else opened())
     return Searcher(store, dense, sparse, index, directory, follower)
 
