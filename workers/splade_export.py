@@ -13,6 +13,8 @@ import tempfile
 import warnings
 from pathlib import Path
 
+from headwater.errors import ConfigurationError
+
 MODEL_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"
 # Opset 17 has LayerNormalization, which onnxruntime fuses; every runtime since 1.14 reads it.
@@ -21,9 +23,14 @@ OPSET = 17
 
 def export_splade(checkpoint: Path, target: Path) -> Path:
     """Write model.onnx and tokenizer.json for `checkpoint` into `target` (atomically, as a directory)."""
-    import torch
-    from transformers import AutoModelForMaskedLM, AutoTokenizer
-    from transformers.utils import logging as transformers_logging
+    try:
+        import torch
+        from transformers import AutoModelForMaskedLM, AutoTokenizer
+        from transformers.utils import logging as transformers_logging
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"exporting the SPLADE checkpoint to ONNX needs torch and transformers ({exc.name} is missing); "
+            "run scripts/install.sh, or copy an export made elsewhere into HEADWATER_ONNX_CACHE_DIR") from exc
 
     transformers_logging.disable_progress_bar()
     tokenizer = AutoTokenizer.from_pretrained(checkpoint, local_files_only=True)
