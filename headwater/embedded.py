@@ -4,35 +4,16 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 
 from headwater.chroma_store import ChromaStore, WriteObserver
 from headwater.lazy import Lazy
 from headwater.model_identity import dense_identity, sparse_identity
 from headwater.path_lock import ChromaPathLock
 from headwater.settings import Settings
-from headwater.sparse_index import SparseIndex
+from headwater.sparse_index_files import open_sparse_index, sparse_index_dir  # noqa: F401  (re-exported)
 from headwater.sync_engine import Progress, SyncEngine
 from workers.embed_dense import DenseEmbedder
 from workers.embed_sparse import SpladeEncoder
-
-
-def sparse_index_dir(settings: Settings) -> Path | None:
-    """Where an embedded collection's sparse index is kept (next to the Chroma files); None for servers."""
-    if settings.chroma_host or settings.is_cloud:
-        return None
-    return Path(settings.chroma_path) / "headwater-sparse" / settings.collection
-
-
-def open_sparse_index(store: ChromaStore, directory: Path | None, *, save: bool) -> SparseIndex:
-    """The persisted index if it matches the collection, else one rebuilt from the collection."""
-    index = SparseIndex.load(directory) if directory else None
-    if index is None or len(index) != store.count():
-        # A reader rebuilds in memory: only the writer (holding the lock) may touch the directory.
-        index = SparseIndex.rebuild(store.collection, directory if save else None)
-        if save:
-            index.persist()
-    return index
 
 
 @contextlib.contextmanager
@@ -44,8 +25,9 @@ def open_engine(settings: Settings, progress: Progress | None = None,
     with lock:
         threads = settings.model_threads or 1  # per runtime; the engine runs one lane per core (workers.embed_lanes)
         # Loaded only when a pass has text to embed: an unchanged re-sync never loads them.
-        dense = Lazy(lambda: DenseEmbedder(settings.dense_model_dir, threads, int8=settings.dense_int8))
-        sparse = Lazy(lambda: SpladeEncoder(settings.sparse_model_dir, threads))
+        dense = Lazy(lambda: DenseEmbedder(settings.dense_model_dir, threads, int8=settings.dense_int8,
+                                            cache_dir=settings.onnx_cache_dir))
+        sparse = Lazy(lambda: SpladeEncoder(settings.sparse_model_dir, threads, settings.onnx_cache_dir))
         store = ChromaStore.from_settings(settings, dense_model=dense_identity(settings.dense_model_dir, settings.dense_int8),
                                           sparse_model=sparse_identity(settings.sparse_model_dir), observers=observers)
         index = None

@@ -5,15 +5,17 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from headwater import chroma_store as keys
 from headwater.chroma_store import ChromaStore
 from headwater.lazy import Lazy
 from headwater.settings import Settings
-from headwater.sparse_index import SparseIndex
 from workers.embed_dense import DenseEmbedder
 from workers.embed_sparse import SpladeEncoder
+
+if TYPE_CHECKING:  # scipy, under the sparse index, is imported only where a sparse index is opened
+    from headwater.sparse_index import SparseIndex
 
 Mode = Literal["dense", "sparse", "hybrid"]
 # Reciprocal rank fusion: score = sum over rankings of weight / (RRF_K + rank), ranks from 1.
@@ -177,6 +179,8 @@ class Searcher:
             return
         if self.index_dir is None:
             return
+        from headwater.sparse_index import SparseIndex
+
         saved = SparseIndex.saved_generation(self.index_dir)
         if saved is not None and saved != self.index.generation():
             fresh = SparseIndex.load(self.index_dir)
@@ -201,10 +205,25 @@ class Searcher:
         return hits
 
 
-def open_searcher(settings: Settings) -> Searcher:
-    """A Searcher for the configured collection (models loaded, sparse index loaded or rebuilt)."""
-    from headwater.embedded import open_sparse_index, sparse_index_dir
+def open_searcher(settings: Settings, mode: Mode | None = None) -> Searcher:
+    """A Searcher for the configured collection (sparse index loaded or rebuilt; models load on first use).
 
+    With `mode`, the models that mode needs start loading at once, in the background, while Chroma
+    opens: a one-off query (the CLI) then waits for the slower of the two, not for their sum.
+    """
+    from headwater.sparse_index_files import open_sparse_index, sparse_index_dir
+
+    # One thread per model: hybrid queries run both sides at once, and two multi-threaded runtimes
+    # on the same cores slow each other down (measured: 62 ms -> 21 ms p50 on two cores).
+    threads = settings.model_threads or 1
+    # Each model loads on first use: `--mode dense` never loads SPLADE, `--mode sparse` never MiniLM.
+    dense = Lazy(lambda: DenseEmbedder(settings.dense_model_dir, threads, int8=settings.dense_int8,
+                                       cache_dir=settings.onnx_cache_dir))
+    sparse = Lazy(lambda: SpladeEncoder(settings.sparse_model_dir, threads, settings.onnx_cache_dir))
+    if mode in ("dense", "hybrid"):
+        dense.prefetch()
+    if mode in ("sparse", "hybrid"):
+        sparse.prefetch()
     store = ChromaStore.from_settings(settings, create=False)
     directory = sparse_index_dir(settings)
     follower = following_index(settings, store) if settings.chroma_host and not store.cloud else None
@@ -212,13 +231,10 @@ def open_searcher(settings: Settings) -> Searcher:
         index = follower.index
     else:
         # Readers never write an embedded index: only the process holding the writer lock saves it.
-        index = None if store.cloud else open_sparse_index(store, directory, save=False)
-    # One thread per model: hybrid queries run both sides at once, and two multi-threaded runtimes
-    # on the same cores slow each other down (measured: 62 ms -> 21 ms p50 on two cores).
-    threads = settings.model_threads or 1
-    # Each model loads on first use: `--mode dense` never loads SPLADE, `--mode sparse` never MiniLM.
-    return Searcher(store, Lazy(lambda: DenseEmbedder(settings.dense_model_dir, threads, int8=settings.dense_int8)),
-                    Lazy(lambda: SpladeEncoder(settings.sparse_model_dir, threads)), index, directory, follower)
+        # A dense-only searcher (the CLI's --mode dense) opens it only if it is ever asked for sparse.
+        opened = lambda: open_sparse_index(store, directory, save=False)  # noqa: E731
+        index = None if store.cloud else (Lazy(opened) if mode == "dense" else opened())
+    return Searcher(store, dense, sparse, index, directory, follower)
 
 
 def following_index(settings: Settings, store: ChromaStore) -> Any:

@@ -26,6 +26,7 @@ import numpy as np
 from scipy import sparse as sp
 
 from headwater import chroma_store as keys
+from headwater.npz_mmap import mapped_npz
 from headwater.sparse_codec import decode_sparse
 
 MANIFEST = "manifest.json"
@@ -245,12 +246,13 @@ class SparseIndex:
                 return None
             index = cls(directory)
             for entry in manifest["segments"]:
-                with np.load(directory / entry["file"]) as data:
-                    matrix = sp.csr_matrix((data["data"], data["indices"], data["indptr"]), shape=tuple(data["shape"]))
-                    rows = matrix.shape[1]
-                    index.ids.extend(_unpack(data["ids"], rows))
-                    index.uris.extend(_unpack(data["uris"], rows))
-                    index.sources.extend(_unpack(data["sources"], rows))
+                # Mapped, not read: a query touches only its terms' postings (segments are never rewritten).
+                data = mapped_npz(directory / entry["file"])
+                matrix = sp.csr_matrix((data["data"], data["indices"], data["indptr"]), shape=tuple(data["shape"]))
+                rows = matrix.shape[1]
+                index.ids.extend(_unpack(data["ids"], rows))
+                index.uris.extend(_unpack(data["uris"], rows))
+                index.sources.extend(_unpack(data["sources"], rows))
                 index._segments.append(_Segment(entry["first_row"], matrix, entry["file"]))
             index.alive = np.load(directory / manifest["alive"])
         except (OSError, ValueError, KeyError):

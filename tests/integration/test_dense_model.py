@@ -38,27 +38,24 @@ def test_dense_vectors_do_not_depend_on_the_batch(dense):
     assert np.array_equal(together, alone)
 
 
-def test_int8_build_is_made_once_and_is_deterministic(tmp_path, monkeypatch):
+def test_int8_build_is_made_once_and_is_deterministic(tmp_path):
     source = install_packaged_model() / "onnx" / "model.onnx"
-    monkeypatch.setenv("HEADWATER_MODEL_CACHE", str(tmp_path / "a"))
-    first = int8_model(source)
+    first = int8_model(source, tmp_path / "a")
     assert RECIPE in first.name and first.parent == tmp_path / "a"
     made = first.stat().st_mtime_ns
-    assert int8_model(source) == first and first.stat().st_mtime_ns == made  # reused, not rebuilt
-    monkeypatch.setenv("HEADWATER_MODEL_CACHE", str(tmp_path / "b"))
-    second = int8_model(source)
+    assert int8_model(source, tmp_path / "a") == first and first.stat().st_mtime_ns == made  # reused, not rebuilt
+    second = int8_model(source, tmp_path / "b")
     assert second.read_bytes() == first.read_bytes()
     assert sorted(p.name for p in second.parent.iterdir()) == [second.name]  # no scratch files left
 
 
-def test_an_unwritable_model_cache_is_reported_with_what_to_do(tmp_path, monkeypatch):
+def test_an_unwritable_model_cache_is_reported_with_what_to_do(tmp_path):
     from headwater.errors import ConfigurationError
 
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")  # mkdir under a file fails even for root
-    monkeypatch.setenv("HEADWATER_MODEL_CACHE", str(blocker / "models"))
-    with pytest.raises(ConfigurationError, match="HEADWATER_MODEL_CACHE"):
-        int8_model(install_packaged_model() / "onnx" / "model.onnx")
+    with pytest.raises(ConfigurationError, match="HEADWATER_ONNX_CACHE_DIR"):
+        int8_model(install_packaged_model() / "onnx" / "model.onnx", blocker / "models")
 
 
 def test_the_int8_build_is_a_model_of_its_own():
