@@ -21,21 +21,27 @@ from workers import names
 
 log = logging.getLogger(__name__)
 BATCH_TASK = {DENSE: names.EMBED_DENSE, SPARSE: names.EMBED_SPARSE, WRITE: names.FLUSH}
+# A write starts at once when this many documents are ready: fewer than a run's window, or a run
+# of small documents would wait out the flush delay for every window. It takes up to the maximum.
+WRITE_BATCH_READY_DOCUMENTS = 16
 WRITE_BATCH_DOCUMENTS = 64  # documents per write batch; the store splits records to its own limit
 EMBED_BATCH_DOCUMENTS = 256  # a bound on documents per embedding batch (many tiny documents)
 
 
 @dataclass(frozen=True)
 class Limits:
-    full: float  # the weight of a full batch: texts to embed, or documents to write
-    documents: int
+    full: float  # a batch task is sent at once when this much weight (texts, or documents) is due
+    take: float  # a task takes documents until it holds this much weight ...
+    documents: int  # ... or this many documents
     delay: float  # how long a batch that is not full waits for more
 
 
 def limits(settings: Settings, step: str) -> Limits:
     if step == WRITE:
-        return Limits(WRITE_BATCH_DOCUMENTS, WRITE_BATCH_DOCUMENTS, settings.flush_delay_seconds)
-    return Limits(settings.embed_batch_texts, EMBED_BATCH_DOCUMENTS, settings.embed_batch_delay_seconds)
+        return Limits(WRITE_BATCH_READY_DOCUMENTS, WRITE_BATCH_DOCUMENTS, WRITE_BATCH_DOCUMENTS,
+                      settings.flush_delay_seconds)
+    texts = settings.embed_batch_texts
+    return Limits(texts, texts, EMBED_BATCH_DOCUMENTS, settings.embed_batch_delay_seconds)
 
 
 def schedule(fleet: Fleet, collection: str, step: str) -> None:
@@ -67,7 +73,7 @@ def take(fleet: Fleet, collection: str, step: str) -> Batch:
     """Lease the next batch of due documents (possibly none)."""
     token = fleet.new_token()
     limit = limits(fleet.settings, step)
-    taken, poisoned = fleet.state.take_batch(collection, step, token, limit.documents, limit.full)
+    taken, poisoned = fleet.state.take_batch(collection, step, token, limit.documents, limit.take)
     return Batch(collection, step, token, taken, poisoned)
 
 

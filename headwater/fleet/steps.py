@@ -284,26 +284,49 @@ def embed(fleet: Fleet, collection: str, side: str) -> None:
     The texts of every document in the batch go through the model together (each distinct text
     once; texts whose vectors are cached by content hash not at all).
     """
-    batch = batches.take(fleet, collection, side)
+    def work(batch: Batch) -> list[Commit]:
+        try:
+            return _embed_batch(fleet, batch)
+        except ConfigurationError as exc:  # this worker cannot embed at all (its model is missing)
+            return [Commit(run_id, side, uri, batch.token, outcomes.FAILED, reason=str(exc))
+                    for run_id, uri in batch.taken]
+
+    def then(batch: Batch, moves: list[Moved]) -> None:
+        if any(moved.status == "next" for moved in moves):  # both sides done: on to the write
+            batches.schedule(fleet, collection, WRITE)
+
+    run_batch(fleet, collection, side, work, then, (f"{side}.after_take", f"{side}.after_vectors", f"{side}.after_commit"),
+              f"embedding ({side})", "check the worker's log")
+
+
+def run_batch(fleet: Fleet, collection: str, step: str, work: Callable[[Batch], list[Commit]],
+              then: Callable[[Batch, list[Moved]], None], points: tuple[str, str, str], doing: str, check: str) -> None:
+    """Take a batch of a batched step, `work` on it while renewing its leases, commit each document, `then` go on.
+
+    Any error from `work` puts the whole batch back for a retry after a backoff (then its
+    documents fail, with `doing` and `check` in their reason); a document-specific problem is
+    `work`'s to end as that document's commit.
+    """
+    taken_point, worked_point, committed_point = points
+    batch = batches.take(fleet, collection, step)
     _follow_all(fleet, [(moved.detail, moved) for moved in batch.poisoned])
     if not batch.taken:
         return
     started = perf_counter()
     try:
         with fleet.renewing(batch.members, batch.token):
-            fleet.crash.reached(f"{side}.after_take")
-            commits = _embed_batch(fleet, batch)
-            fleet.crash.reached(f"{side}.after_vectors")
-    except Exception as exc:  # noqa: BLE001  (Redis or the model failed: the batch is retried, then its documents fail)
-        _follow_all(fleet, batches.retry(fleet, batch, exc, f"embedding ({side})", "check the worker's log"))
+            fleet.crash.reached(taken_point)
+            commits = work(batch)
+            fleet.crash.reached(worked_point)
+    except Exception as exc:  # noqa: BLE001  (Redis, the model or Chroma failed: retried, then its documents fail)
+        _follow_all(fleet, batches.retry(fleet, batch, exc, doing, check))
         return
     moves = fleet.state.commit_many(commits)
-    fleet.crash.reached(f"{side}.after_commit")
+    fleet.crash.reached(committed_point)
     _follow_all(fleet, [(c.run_id, moved) for c, moved in zip(commits, moves)])
-    if any(moved.status == "next" for moved in moves):
-        batches.schedule(fleet, collection, WRITE)
-    batches.schedule(fleet, collection, side)  # what gathered meanwhile
-    fleet.costs.add(side, perf_counter() - started, len(batch.taken))
+    then(batch, moves)
+    batches.schedule(fleet, collection, step)  # what gathered meanwhile
+    fleet.costs.add(step, perf_counter() - started, len(batch.taken))
 
 
 def _embed_batch(fleet: Fleet, batch: Batch) -> list[Commit]:
@@ -371,27 +394,17 @@ def _follow_all(fleet: Fleet, moves: list[tuple[str, Moved]]) -> None:
 
 def flush(fleet: Fleet, collection: str) -> None:
     """Write a batch of ready documents of one collection to Chroma, then end them."""
-    batch = batches.take(fleet, collection, WRITE)
-    _follow_all(fleet, [(moved.detail, moved) for moved in batch.poisoned])
-    if not batch.taken:
-        return
-    started = perf_counter()
-    try:
-        with fleet.renewing(batch.members, batch.token):
-            fleet.crash.reached("flush.after_take")
-            ends = _write_batch(fleet, batch.taken)
-            fleet.crash.reached("flush.after_write")
-    except Exception as exc:  # noqa: BLE001  (Chroma unavailable: the batch is retried, then its documents fail)
-        _follow_all(fleet, batches.retry(fleet, batch, exc, "writing to Chroma", "check the Chroma server"))
-        return
-    commits = [Commit(run_id, WRITE, uri, batch.token, state, reason=reason)
-               for (run_id, uri), (state, reason) in zip(batch.taken, ends)]
-    _follow_all(fleet, [(c.run_id, moved) for c, moved in zip(commits, fleet.state.commit_many(commits))])
-    fleet.payloads.delete(*(keys.doc_payload(run_id, uri, part) for run_id, uri in batch.taken
-                            for part in _PAYLOAD_PARTS))
-    fleet.crash.reached("flush.after_commit")
-    batches.schedule(fleet, collection, WRITE)  # what gathered meanwhile
-    fleet.costs.add(WRITE, perf_counter() - started, len(batch.taken))
+    def work(batch: Batch) -> list[Commit]:
+        ends = _write_batch(fleet, batch.taken)
+        return [Commit(run_id, WRITE, uri, batch.token, state, reason=reason)
+                for (run_id, uri), (state, reason) in zip(batch.taken, ends)]
+
+    def then(batch: Batch, moves: list[Moved]) -> None:
+        fleet.payloads.delete(*(keys.doc_payload(run_id, uri, part) for run_id, uri in batch.taken
+                                for part in _PAYLOAD_PARTS))
+
+    run_batch(fleet, collection, WRITE, work, then, ("flush.after_take", "flush.after_write", "flush.after_commit"),
+              "writing to Chroma", "check the Chroma server")
 
 
 def _write_batch(fleet: Fleet, taken: list[tuple[str, str]]) -> list[tuple[str, str]]:
