@@ -1,14 +1,18 @@
-"""Fleet throughput (2 workers) against embedded mode on the same corpus, and per-document queueing overhead.
+"""Fleet throughput (1 and 2 workers) against embedded mode on the same corpus, queueing overhead, capacity model.
 
 Starts its own services on loopback: a private redis-server and a `chroma run` server.
 1. Embedded: `engine.sync` of the corpus into an embedded Chroma (models loaded beforehand).
-2. Fleet: two worker processes (`headwater worker -c 1`, all queues), models warmed by a tiny run
-   first, then `sync --fleet` of the same corpus; timed from queueing to the run's completion.
+2. Fleet, 2 workers: two worker processes (`headwater worker -c 1`, all queues, one model thread
+   each: two processes on two cores), models warmed by a small run first, then `sync --fleet` of
+   the same corpus into a collection of its own; timed from queueing to the run's completion.
 3. Overhead: the same comparison on many tiny documents (one short sentence each), where model
    work is negligible, so (fleet - embedded) / documents is what queueing, payloads and run
    accounting cost per document.
-On one small machine the fleet shares the same cores as embedded mode, so it cannot be faster
-there; its point is that workers can be added on other machines.
+4. Fleet, 1 worker: the same corpus again (another collection, vector cache emptied).
+5. Capacity model (bench/capacity_model.py): per-stage costs as the workers recorded them in each
+   fleet run predict the other run's documents per second (1 worker from the 2-worker costs and
+   the other way round), compared with what was measured.
+The load average is printed at start and end: the machine is shared, so compare ratios.
 
 Run: `python -m bench.fleet_throughput [--min-chunks N] [--tiny N]`.
 """
@@ -21,11 +25,45 @@ import shutil
 import signal
 import subprocess
 import sys
+import sysconfig
 import tempfile
 from pathlib import Path
 from time import perf_counter, sleep
 
 ROOT = Path(__file__).resolve().parents[1]
+# Standard-library packages copied, in this order, until the corpus has enough chunks.
+PACKAGES = ("email", "json", "http", "logging", "urllib", "xml", "concurrent", "importlib", "asyncio", "unittest")
+STAGES = ("fetch", "parse", "dense", "sparse", "write")
+# Pool layouts the capacity model is printed for: PROCESSES:stage[@speed-up],... per pool.
+LAYOUTS = (
+    ("4:fetch,parse,dense,sparse,write",),
+    ("4:fetch,parse", "2:dense", "2:sparse", "1:write"),
+    ("4:fetch,parse", "1:dense@20", "4:sparse", "1:write"),
+    ("4:fetch,parse", "2:dense@20", "2:sparse@20", "1:write"),
+    ("8:fetch,parse", "2:dense@20", "2:sparse@20", "2:write"),
+)
+
+
+def build_corpus(target: Path, min_chunks: int) -> tuple[int, int]:
+    """Copy stdlib .py files until the chunker makes at least `min_chunks` of them; returns (files, chunks)."""
+    from headwater.settings import Settings
+    from workers.chunk import chunk_document
+    from workers.parse import parse_document
+
+    settings = Settings()
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    files = chunks = 0
+    for package in PACKAGES:
+        for source in sorted((stdlib / package).rglob("*.py")):
+            if "__pycache__" in source.parts or not source.stat().st_size or chunks >= min_chunks:
+                continue
+            relative = str(source.relative_to(stdlib))
+            chunks += len(chunk_document(parse_document(relative, source.read_bytes()), relative, settings))
+            destination = target / relative
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, destination)
+            files += 1
+    return files, chunks
 
 
 def _embedded(folder: Path, workdir: Path, source_id: str) -> float:
@@ -34,78 +72,168 @@ def _embedded(folder: Path, workdir: Path, source_id: str) -> float:
     from headwater.settings import Settings
 
     with open_engine(Settings(chroma_path=workdir / f"embedded-{source_id}", collection="bench")) as engine:
+        engine.dense.embed(["warm up"]), engine.sparse.encode(["warm up"])  # load both models untimed
         started = perf_counter()
         engine.sync(FolderConnector(source_id, folder))
         return perf_counter() - started
 
 
-def _fleet_run(env: dict, folder: Path, source_id: str) -> float:
-    import redis
+class Fleet:
+    """Worker processes and a beat over one Redis and one Chroma server; runs timed from queueing to the end."""
 
-    from headwater.fleet.runs import RunStore
+    def __init__(self, env: dict, workdir: Path) -> None:
+        from headwater.cli_fleet import fleet_client
+        from headwater.fleet.context import local_target
+        from headwater.settings import Settings
 
-    started = perf_counter()
-    queued = subprocess.run([sys.executable, "-m", "headwater.cli", "sync", str(folder), "--fleet", "--source-id",
-                             source_id], env=env, capture_output=True, text=True, check=True)
-    run_id = queued.stdout.split("queued run ")[1].split()[0]
-    runs = RunStore(redis.Redis.from_url(env["HEADWATER_REDIS_URL"]))
-    while not runs.get(run_id).status.finished:
-        sleep(0.2)
-    return perf_counter() - started
+        self.env, self.workdir = env, workdir
+        # Runs are queued from this process, as `sync --fleet` does, without timing its start.
+        self.client = fleet_client(Settings(redis_url=env["HEADWATER_REDIS_URL"], chroma_host=env["HEADWATER_CHROMA_HOST"],
+                                            chroma_port=int(env["HEADWATER_CHROMA_PORT"])))
+        self.target = local_target(self.client.settings)
+        self.redis = self.client.redis
+        self.processes: dict[str, subprocess.Popen] = {}
+
+    def start(self, name: str, *command: str) -> None:
+        log = open(self.workdir / f"{name}.log", "wb")
+        self.processes[name] = subprocess.Popen([sys.executable, "-m", "headwater.cli", *command], env=self.env,
+                                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def stop(self, name: str) -> None:
+        process = self.processes.pop(name)
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=120)
+
+    def stop_all(self) -> None:
+        for name in list(self.processes):
+            self.stop(name)
+
+    def run(self, folder: Path, source_id: str, collection: str) -> float:
+        """Seconds from queueing a full run of `folder` to its completion (stage costs are reset first)."""
+        from dataclasses import replace
+
+        from connectors.folder import FolderConnector
+        from headwater.fleet.enqueue import enqueue_sync
+
+        self.client.costs.reset()
+        spec = FolderConnector(source_id, folder).spec()
+        started = perf_counter()
+        run_id = enqueue_sync(self.client, spec, replace(self.target, collection=collection))
+        while not (run := self.client.runs.get(run_id)).status.finished:
+            sleep(0.1)
+        elapsed = perf_counter() - started
+        assert run.status.value == "complete", run.to_json()
+        return elapsed
+
+    def stage_seconds(self) -> dict[str, float]:
+        return {stage: cost.seconds for stage, cost in self.client.costs.read().items()}
+
+    def forget_vectors(self) -> None:
+        """Empty the vector cache, so a second run of the same corpus embeds every text again."""
+        from headwater.fleet import keys
+
+        for key in self.redis.scan_iter(match=keys.vector_cache("*", "*"), count=1000):
+            self.redis.delete(key)
+
+
+def _load() -> str:
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--min-chunks", type=int, default=400, help="corpus size (stdlib sources, as embedded_sync)")
+    parser.add_argument("--min-chunks", type=int, default=2000, help="corpus size in chunks (stdlib sources)")
     parser.add_argument("--tiny", type=int, default=200, help="tiny documents for the overhead measurement")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
-    from bench.embedded_sync import build_corpus
+    from bench.capacity_model import Pool, predict
     from tests.services import chroma_server, redis_server
 
     workdir = Path(tempfile.mkdtemp(prefix="headwater-fleet-bench-"))
     corpus, tiny, warm = workdir / "corpus", workdir / "tiny", workdir / "warm"
     corpus.mkdir()
-    _, _, chunks = build_corpus(corpus, args.min_chunks)  # distinct text: no cache can hide model work
+    documents, chunks = build_corpus(corpus, args.min_chunks)  # distinct text: no cache can hide model work
     tiny.mkdir()
     for n in range(args.tiny):
         (tiny / f"note-{n:04d}.txt").write_text(f"Note {n}: the nightly sync finished.\n")
     warm.mkdir()
-    (warm / "warm.md").write_text("# Warm up\n\nLoads the models in every worker.\n")
-    documents = sum(1 for p in corpus.rglob("*") if p.is_file())
-    workers: list[subprocess.Popen] = []
+    for n in range(8):
+        (warm / f"warm-{n}.md").write_text(f"# Warm up {n}\n\nLoads the models in every worker ({n}).\n")
+    load_at_start = _load()
+    measured: dict[int, tuple[float, dict[str, float]]] = {}
     try:
         with redis_server(workdir) as redis_url, chroma_server(workdir) as (host, port):
             env = {**os.environ, "HEADWATER_REDIS_URL": redis_url, "HEADWATER_CHROMA_HOST": host,
-                   "HEADWATER_CHROMA_PORT": str(port), "HEADWATER_COLLECTION": "bench"}
-            for command in (["worker", "-c", "1"], ["worker", "-c", "1"],
-                            ["beat", "--schedule-file", str(workdir / "beat-schedule")]):
-                log = open(workdir / f"{command[0]}-{len(workers)}.log", "wb")
-                workers.append(subprocess.Popen([sys.executable, "-m", "headwater.cli", *command], env=env,
-                                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
-            _fleet_run(env, warm, "warm")
-            embedded_s = _embedded(corpus, workdir, "corpus")
-            fleet_s = _fleet_run(env, corpus, "corpus")
-            tiny_embedded_s = _embedded(tiny, workdir, "tiny")
-            tiny_fleet_s = _fleet_run(env, tiny, "tiny")
+                   "HEADWATER_CHROMA_PORT": str(port), "HEADWATER_COLLECTION": "bench",
+                   # Two single-process workers share two cores: one model thread each, no oversubscription.
+                   "HEADWATER_MODEL_THREADS": "1"}
+            fleet = Fleet(env, workdir)
+            try:
+                fleet.start("worker-a", "worker", "-c", "1")
+                fleet.start("worker-b", "worker", "-c", "1")
+                fleet.start("beat", "beat", "--schedule-file", str(workdir / "beat-schedule"))
+                fleet.run(warm, "warm", "warm")
+                fleet.run(warm, "warm-again", "warm-again")
+                embedded_s = _embedded(corpus, workdir, "corpus")
+                fleet_s = fleet.run(corpus, "corpus", "bench-2")
+                measured[2] = (fleet_s, fleet.stage_seconds())
+                tiny_embedded_s = _embedded(tiny, workdir, "tiny")
+                tiny_fleet_s = fleet.run(tiny, "tiny", "bench-tiny")
+                tiny_costs = fleet.stage_seconds()
+                fleet.stop("worker-b")
+                fleet.forget_vectors()
+                one_s = fleet.run(corpus, "corpus-1", "bench-1")
+                measured[1] = (one_s, fleet.stage_seconds())
+            finally:
+                fleet.stop_all()
     finally:
-        for worker in workers:
-            os.killpg(worker.pid, signal.SIGTERM)
-        for worker in workers:
-            worker.wait(timeout=60)
         shutil.rmtree(workdir, ignore_errors=True)
-    print(f"{os.cpu_count()} CPUs; corpus: {documents} stdlib .py documents, {chunks} chunks")
+    load_at_end = _load()
+
+    print(f"{os.cpu_count()} CPUs; load average {load_at_start} at start, {load_at_end} at end")
+    print(f"corpus: {documents} stdlib .py documents, {chunks} chunks")
     print(f"embedded sync:          {embedded_s:7.1f} s  ({documents / embedded_s:.2f} documents/s)")
     print(f"fleet sync (2 workers): {fleet_s:7.1f} s  ({documents / fleet_s:.2f} documents/s); "
           f"fleet / embedded time {fleet_s / embedded_s:.2f}x")
+    print(f"fleet sync (1 worker):  {one_s:7.1f} s  ({documents / one_s:.2f} documents/s)")
     overhead = (tiny_fleet_s - tiny_embedded_s) / args.tiny * 1000
     print(f"tiny documents ({args.tiny}): embedded {tiny_embedded_s:.1f} s, fleet {tiny_fleet_s:.1f} s; "
-          f"queueing overhead {overhead:.0f} ms per document")
+          f"queueing overhead {overhead:.0f} ms per document; worker seconds per tiny document: "
+          + ", ".join(f"{stage} {tiny_costs.get(stage, 0.0) / args.tiny * 1000:.1f} ms" for stage in STAGES))
     print()
-    print("| corpus | embedded | fleet, 2 workers | fleet/embedded | queueing overhead per document |")
-    print("|---|---|---|---|---|")
+    print("| corpus | embedded | fleet, 2 workers | fleet/embedded | fleet, 1 worker | queueing overhead per document |")
+    print("|---|---|---|---|---|---|")
     print(f"| {documents} documents, {chunks} chunks | {embedded_s:.1f} s | {fleet_s:.1f} s | {fleet_s / embedded_s:.2f}x | "
-          f"{overhead:.0f} ms |")
+          f"{one_s:.1f} s | {overhead:.0f} ms ({args.tiny} one-line documents: {tiny_embedded_s:.1f} s embedded, "
+          f"{tiny_fleet_s:.1f} s fleet) |")
+    print()
+    print("Per-stage costs, seconds per document (worker wall time / documents), as recorded in each run:")
+    print("| run | " + " | ".join(STAGES) + " | sum |")
+    print("|---|" + "---|" * (len(STAGES) + 1))
+    per_document = {}
+    for workers, (_, seconds) in sorted(measured.items()):
+        per_document[workers] = {stage: seconds.get(stage, 0.0) / documents for stage in STAGES}
+        print(f"| {workers} worker{'s' if workers > 1 else ''} | "
+              + " | ".join(f"{per_document[workers][s]:.3f}" for s in STAGES)
+              + f" | {sum(per_document[workers].values()):.3f} |")
+    print()
+    print("| run | predicted from its own stage costs | from the other run's costs | measured | "
+          "measured / predicted (own, other) |")
+    print("|---|---|---|---|---|")
+    for workers, other in ((1, 2), (2, 1)):
+        own = predict(per_document[workers], [Pool.all_queues(workers)]).documents_per_second
+        cross = predict(per_document[other], [Pool.all_queues(workers)]).documents_per_second
+        actual = documents / measured[workers][0]
+        print(f"| {workers} worker{'s' if workers > 1 else ''}, all queues | {own:.3f} documents/s | {cross:.3f} | "
+              f"{actual:.3f} | {actual / own:.2f}, {actual / cross:.2f} |")
+    print()
+    print("Layouts, from the 1-worker run's stage costs (one process per core; a speed-up is assumed, not measured):")
+    print("| pools | documents/s | bounded by |")
+    print("|---|---|---|")
+    for layout in LAYOUTS:
+        prediction = predict(per_document[1], [Pool.parse(p) for p in layout])
+        print(f"| {'; '.join(layout)} | {prediction.documents_per_second:.2f} | "
+              f"{prediction.bound.label()}: {prediction.bounding_stage} |")
 
 
 if __name__ == "__main__":

@@ -62,6 +62,10 @@ class Settings(BaseSettings):
     visibility_timeout_seconds: int = Field(default=3600, ge=5)
     # Upserts are flushed when this many records are ready, or this long after the first one.
     flush_delay_seconds: float = Field(default=2.0, gt=0)
+    # Embedding batches gather chunk texts from many documents: a batch task starts at once when
+    # this many texts wait, else this long after the first (the models see well-filled batches).
+    embed_batch_texts: int = Field(default=64, ge=1)
+    embed_batch_delay_seconds: float = Field(default=0.25, gt=0)
     # Documents of one run in flight at once: keeps a backfill from starving other sources.
     run_window: int = Field(default=32, ge=1)
     # Retries of a step that failed in a way worth retrying (Chroma or the source unavailable),
@@ -103,7 +107,9 @@ class Settings(BaseSettings):
     # Where generated model files live (SPLADE's ONNX export, the int8 dense build); empty: inside
     # the environment, else the user's cache (workers.onnx_session.model_cache_dirs).
     onnx_cache_dir: Path | None = None
-    model_threads: int = Field(default=0, ge=0)  # 0: let the runtime choose
+    # 0: embedded mode runs each model on one thread, one lane per core; a fleet worker gives each
+    # pool process cores / processes.
+    model_threads: int = Field(default=0, ge=0)
 
     # The HTTP app (headwater serve). Every route but /healthz and /readyz needs the admin token
     # (API: `Authorization: Bearer`) or a dashboard session signed with session_secret (derived

@@ -19,19 +19,23 @@ from workers import names
 from workers.celery_app import app
 
 
+_pool = {"processes": 1}  # this worker's pool size, seen in its main process before the pool forks
+
+
 @functools.cache
 def _fleet() -> Fleet:
     # One per worker process: models and clients are loaded once and reused by every task.
     def send(task: str, args: list[Any], countdown: float | None = None) -> None:
         app.send_task(task, args=args, countdown=countdown, queue=names.ROUTES[task])
 
-    return Fleet(load_settings(), send)
+    return Fleet(load_settings(), send, pool_processes=_pool["processes"])
 
 
 @signals.worker_init.connect
-def _preload(**_: Any) -> None:
+def _preload(sender: Any = None, **_: Any) -> None:
     from workers.preload import heavy_imports
 
+    _pool["processes"] = int(getattr(sender, "concurrency", None) or 1)
     heavy_imports()
 
 

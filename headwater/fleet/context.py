@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import random
 import threading
 import time
@@ -12,10 +13,11 @@ from contextlib import contextmanager
 from typing import Any
 
 from headwater.chroma_store import ChromaStore
-from headwater.errors import ConfigurationError
+from headwater.errors import ConfigurationError, RunDataMissing
 from headwater.fleet.crash import CrashPoints
 from headwater.fleet.payloads import PayloadStore
 from headwater.fleet.runs import Run, RunStore, Target
+from headwater.fleet.stage_costs import StageCosts
 from headwater.fleet.state import StateMachine
 from headwater.settings import Settings
 from headwater.write_log import WriteLog
@@ -38,10 +40,16 @@ def local_target(settings: Settings) -> Target:
     return Target(settings.collection, dense_identity(settings.dense_model_dir, settings.dense_int8), sparse_identity(settings.sparse_model_dir))
 
 
+_RUNS_CACHED = 256  # run records a process keeps (a run's target, source and numbering never change)
+
+
 class Fleet:
-    def __init__(self, settings: Settings, send: Send) -> None:
+    def __init__(self, settings: Settings, send: Send, pool_processes: int = 1) -> None:
         self.settings = settings
         self.send = send
+        # One model thread per core of this worker's share: pool processes each run one task at a
+        # time, so more threads than that only make the processes fight over the same cores.
+        self.model_threads = settings.model_threads or max(1, (os.cpu_count() or 1) // max(1, pool_processes))
         self.redis = redis_client(settings)
         self.runs = RunStore(self.redis, settings.run_history)
         self.state = StateMachine(self.redis, lease_seconds=settings.lease_seconds,
@@ -49,10 +57,27 @@ class Fleet:
                                   max_deliveries=settings.max_deliveries, max_retries=settings.task_max_retries)
         self.payloads = PayloadStore(self.redis, settings.payload_ttl_seconds)
         self.crash = CrashPoints(self.redis, settings.test_crash_points)
+        self.costs = StageCosts(self.redis)
+        self._runs: dict[str, Run] = {}
         self._stores: dict[str, ChromaStore] = {}
         self._stores_lock = threading.Lock()
 
-    # Targets ---------------------------------------------------------------------------------
+    # Runs and targets ------------------------------------------------------------------------
+
+    def run(self, run_id: str) -> Run:
+        """A run's record as first read by this process: its target, source, kind and seq never change.
+
+        Its status and counters do; steps never decide from them (the transitions read the live state).
+        """
+        run = self._runs.get(run_id)
+        if run is None:
+            run = self.runs.get(run_id)
+            if run is None:
+                raise RunDataMissing(f"run {run_id} no longer exists (its history was trimmed or Redis was emptied)")
+            if len(self._runs) >= _RUNS_CACHED:
+                self._runs.pop(next(iter(self._runs)))
+            self._runs[run_id] = run
+        return run
 
     def store(self, target: Target) -> ChromaStore:
         """The run's collection, opened once per process; refused if it holds another model's vectors."""
@@ -84,14 +109,14 @@ class Fleet:
         from workers.embed_dense import DenseEmbedder
 
         s = self.settings
-        return DenseEmbedder(s.dense_model_dir, s.model_threads, int8=s.dense_int8, cache_dir=s.onnx_cache_dir)
+        return DenseEmbedder(s.dense_model_dir, self.model_threads, int8=s.dense_int8, cache_dir=s.onnx_cache_dir)
 
     @functools.cached_property
     def sparse(self) -> Any:
         from workers.embed_sparse import SpladeEncoder
 
         s = self.settings
-        return SpladeEncoder(s.sparse_model_dir, s.model_threads, s.onnx_cache_dir)
+        return SpladeEncoder(s.sparse_model_dir, self.model_threads, s.onnx_cache_dir)
 
     def connector(self, run_id: str) -> Any:
         from connectors import build_connector

@@ -20,7 +20,8 @@ POINTS = (
     "admit.after_pop",
     "fetch.after_payload", "fetch.after_commit",
     "parse.after_plan", "parse.after_commit", "parse.after_send", "parse.after_payload_delete",
-    "dense.after_vectors", "dense.after_commit", "sparse.after_vectors", "sparse.after_commit",
+    "dense.after_take", "dense.after_vectors", "dense.after_commit",
+    "sparse.after_take", "sparse.after_vectors", "sparse.after_commit",
     "flush.after_take", "flush.after_write", "flush.after_commit",
     "finish.after_delete",
 )

@@ -12,8 +12,11 @@
     headwater:run:{run}:claims          HASH  uri -> the document claim this run holds for it
     headwater:run:{run}:doc:{h}:{part}  STR/HASH  in-flight payloads: bytes, plan, dense, sparse
     headwater:leases                    ZSET  lease member -> deadline (one per pending step)
-    headwater:lease:{holders,deliveries,attempts,redrives}  HASH  lease member -> value
-    headwater:col:{collection}:ready    SET   "run<US>uri" of documents waiting for a write batch
+    headwater:lease:{holders,deliveries,attempts,redrives,weights}  HASH  lease member -> value
+    headwater:col:{collection}:due:{step}         ZSET  "run<US>uri" waiting for a batch of a batched step
+                                                        (dense, sparse, write) -> when it is due
+    headwater:col:{collection}:due:{step}:weight  STR   the texts (embedding) or documents (write) queued there
+    headwater:col:{collection}:due:{step}:later   STR   set while a delayed batch task is on its way
     headwater:runs / source:{id}:runs   ZSET  run ids by creation time (all; per source)
     headwater:source:{id}:seq           STR   run numbering per source
     headwater:source:{id}:written-by    HASH  uri -> seq of the newest run that wrote it
@@ -38,9 +41,12 @@ HOLDERS = PREFIX + "lease:holders"
 DELIVERIES = PREFIX + "lease:deliveries"
 ATTEMPTS = PREFIX + "lease:attempts"
 REDRIVES = PREFIX + "lease:redrives"
+WEIGHTS = PREFIX + "lease:weights"  # how much a batched step's document adds to its batch
 ALL_RUNS = PREFIX + "runs"
 SWEEP_LOCK = PREFIX + "sweep-lock"
 EMBEDDED_TEXTS = PREFIX + "stats:embedded-texts"  # texts that went through a model, all runs, per side
+STAGE_SECONDS = PREFIX + "stats:stage-seconds"  # stage -> seconds workers spent in it (headwater.fleet.stage_costs)
+STAGE_DOCUMENTS = PREFIX + "stats:stage-documents"  # stage -> documents it handled
 
 
 def run(run_id: str, part: str = "") -> str:
@@ -60,12 +66,9 @@ def source(source_id: str, part: str) -> str:
     return f"{PREFIX}source:{source_id}:{part}"
 
 
-def ready(collection: str) -> str:
-    return f"{PREFIX}col:{collection}:ready"
-
-
-def flush_scheduled(collection: str) -> str:
-    return f"{PREFIX}col:{collection}:flush-scheduled"
+def due(collection: str, step: str) -> str:
+    """Documents of a collection waiting for a batch of one batched step (dense, sparse, write)."""
+    return f"{PREFIX}col:{collection}:due:{step}"
 
 
 def document_claim(collection: str, source_id: str, uri: str) -> str:
@@ -91,5 +94,5 @@ def split_member(value: str) -> tuple[str, str, str]:
     return run_id, step, uri
 
 
-def ready_entry(run_id: str, uri: str) -> str:
+def due_entry(run_id: str, uri: str) -> str:
     return f"{run_id}{SEP}{uri}"

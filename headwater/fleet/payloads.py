@@ -39,15 +39,25 @@ class PayloadStore:
         raw = self.redis.get(key)
         return json.loads(raw) if raw is not None else None
 
-    def put_hash(self, key: str, mapping: dict[str, Any]) -> None:
-        if mapping:
-            pipe = self.redis.pipeline(transaction=True)
-            pipe.hset(key, mapping=mapping)
-            pipe.expire(key, self.ttl)
-            pipe.execute()
+    def get_json_many(self, keys: list[str]) -> list[Any | None]:
+        """Several JSON payloads in one round trip (a batch's plans)."""
+        return [json.loads(raw) if raw is not None else None for raw in self.redis.mget(keys)] if keys else []
 
-    def get_hash(self, key: str) -> dict[str, bytes]:
-        return {k.decode(): v for k, v in self.redis.hgetall(key).items()}
+    def put_hashes(self, mappings: dict[str, dict[str, Any]]) -> None:
+        """Several hash payloads (a batch's vectors, one hash per document) in one round trip."""
+        pipe = self.redis.pipeline(transaction=True)
+        for key, mapping in mappings.items():
+            if mapping:
+                pipe.hset(key, mapping=mapping)
+                pipe.expire(key, self.ttl)
+        pipe.execute()
+
+    def get_hashes(self, keys: list[str]) -> list[dict[str, bytes]]:
+        """Several hash payloads in one round trip."""
+        pipe = self.redis.pipeline(transaction=False)
+        for key in keys:
+            pipe.hgetall(key)
+        return [{k.decode(): v for k, v in found.items()} for found in pipe.execute()]
 
     def delete(self, *keys: str) -> None:
         if keys:

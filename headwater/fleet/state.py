@@ -13,6 +13,10 @@ document into the run's window and, when it was the run's last open document, cr
 run's `finish` lease. So every crash leaves a lease behind: the sweeper re-drives a lease whose
 deadline passed, and the late original message finds its lease gone (done) or held (busy).
 
+The batched steps (dense, sparse, write) are also queued per collection (headwater:col:{c}:due:{step})
+in the same scripts that create their leases, so one task takes many documents at once, each still
+by its own lease: a batch task that dies leaves leases that expire and put its documents back.
+
 A run is complete when its listing is stored and no document is queued or active: that is read
 from the sets of states, never from counters. The counters on the run record are incremented
 inside the same scripts as the transitions they count, once per transition.
@@ -28,6 +32,7 @@ from headwater.fleet import keys
 
 LIST, FETCH, PARSE, DENSE, SPARSE, WRITE, FINISH = "list", "fetch", "parse", "dense", "sparse", "write", "finish"
 DOCUMENT_STEPS = (FETCH, PARSE, DENSE, SPARSE, WRITE)
+BATCHED_STEPS = (DENSE, SPARSE, WRITE)
 RUN_STEPS = (LIST, FINISH)
 
 _PRELUDE = r"""
@@ -35,6 +40,7 @@ local P = ARGV[1]
 local SEP = '\31'
 local TERMINAL = {indexed=true, unchanged=true, skipped=true, failed=true, deleted=true}
 local DOC_STEPS = {'fetch', 'parse', 'dense', 'sparse', 'write'}
+local BATCHED = {dense=true, sparse=true, write=true}  -- taken from a per-collection queue, many documents at once
 local function rk(rid) return P .. 'run:' .. rid end
 local function member(rid, step, uri) return rid .. SEP .. step .. SEP .. uri end
 local function unfinished(rid)
@@ -43,7 +49,7 @@ local function unfinished(rid)
 end
 local function drop_lease(m)
   redis.call('ZREM', P .. 'leases', m)
-  for _, h in ipairs({'holders', 'deliveries', 'attempts', 'redrives'}) do
+  for _, h in ipairs({'holders', 'deliveries', 'attempts', 'redrives', 'weights'}) do
     redis.call('HDEL', P .. 'lease:' .. h, m)
   end
 end
@@ -51,8 +57,20 @@ local function add_lease(m, deadline)
   redis.call('ZADD', P .. 'leases', deadline, m)
   redis.call('HDEL', P .. 'lease:holders', m)
 end
-local function ready_key(rid)
-  return P .. 'col:' .. (redis.call('HGET', rk(rid), 'collection') or '') .. ':ready'
+local function due_key(rid, step)
+  return P .. 'col:' .. (redis.call('HGET', rk(rid), 'collection') or '') .. ':due:' .. step
+end
+local function weight_of(m) return tonumber(redis.call('HGET', P .. 'lease:weights', m) or '1') end
+-- A batched step's document joins its collection's queue for that step, due at `at` (once: a
+-- re-drive of a document still queued keeps its place); the queue's weight says how full a batch is.
+local function enqueue(rid, step, uri, at)
+  local key = due_key(rid, step)
+  if redis.call('ZADD', key, 'NX', at, rid .. SEP .. uri) == 1 then
+    redis.call('INCRBY', key .. ':weight', weight_of(member(rid, step, uri)))
+  end
+end
+local function dequeue(key, entry, m)
+  if redis.call('ZREM', key, entry) == 1 then redis.call('DECRBY', key .. ':weight', weight_of(m)) end
 end
 -- Move queued documents into the pipeline while the run's window has room; returns their uris.
 local function admit(rid, now, queued)
@@ -88,8 +106,10 @@ local function terminal(rid, uri, state, reason, now, queued)
   if reason ~= '' then
     redis.call('HSETNX', rk(rid) .. (state == 'failed' and ':errors' or ':notes'), uri, reason)
   end
-  for _, step in ipairs(DOC_STEPS) do drop_lease(member(rid, step, uri)) end
-  redis.call('SREM', ready_key(rid), rid .. SEP .. uri)
+  for _, step in ipairs(DOC_STEPS) do
+    if BATCHED[step] then dequeue(due_key(rid, step), rid .. SEP .. uri, member(rid, step, uri)) end
+    drop_lease(member(rid, step, uri))
+  end
   local claim = redis.call('HGET', rk(rid) .. ':claims', uri)
   if claim and redis.call('GET', claim) == rid then redis.call('DEL', claim) end
   return admit(rid, now, queued), maybe_last(rid, now, queued)
@@ -144,11 +164,12 @@ end
 return renewed
 """
 
-# ARGV: P, member, token, run, uri, now, queued, next_state, next_steps (comma list), reason, siblings...
-# A step's commit: the lease goes, and the document moves on (or waits for its sibling step).
+# ARGV: P, member, token, run, uri, now, queued, next_state, next_steps (comma list), reason, weight, siblings...
+# A step's commit: the lease goes, and the document moves on (or waits for its sibling step). A
+# batched next step joins its queue in the same script, with its weight (texts to embed).
 _COMMIT = _PRELUDE + """
 local m, token, rid, uri = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local now, queued, nxt = tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8]
+local now, queued, nxt, weight = tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8], ARGV[11]
 if redis.call('HGET', P .. 'lease:holders', m) ~= token then return {'lost'} end
 drop_lease(m)
 if not unfinished(rid) then return {'finished'} end
@@ -156,16 +177,21 @@ if TERMINAL[nxt] then
   local admitted, last = terminal(rid, uri, nxt, ARGV[10], now, queued)
   return {'terminal', admitted, last}
 end
-for i = 11, #ARGV do
+for i = 12, #ARGV do
   if redis.call('ZSCORE', P .. 'leases', ARGV[i]) then return {'wait'} end
 end
 redis.call('HSET', rk(rid) .. ':docs', uri, nxt)
-for step in string.gmatch(ARGV[9], '[^,]+') do add_lease(member(rid, step, uri), now + queued) end
-if nxt == 'write' then redis.call('SADD', ready_key(rid), rid .. SEP .. uri) end
+for step in string.gmatch(ARGV[9], '[^,]+') do
+  add_lease(member(rid, step, uri), now + queued)
+  if BATCHED[step] then
+    redis.call('HSET', P .. 'lease:weights', member(rid, step, uri), weight)
+    enqueue(rid, step, uri, now)
+  end
+end
 return {'next'}
 """
 
-# ARGV: P, member, token, run, uri, now, queued, retry_deadline, max_retries, reason
+# ARGV: P, member, token, run, uri, now, queued, retry_deadline, max_retries, reason, step
 # A step failed in a way worth retrying: count the attempt; past the budget the document fails.
 _FAIL_ATTEMPT = _PRELUDE + """
 local m, token, rid, uri = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
@@ -185,6 +211,8 @@ if attempts > tonumber(ARGV[9]) then
   return {'gave_up', admitted, last}
 end
 redis.call('ZADD', P .. 'leases', tonumber(ARGV[8]), m)
+local step = ARGV[11]
+if BATCHED[step] then enqueue(rid, step, uri, tonumber(ARGV[8]) - queued) end  -- back in its queue, due after the backoff
 return {'retry', attempts}
 """
 
@@ -256,26 +284,44 @@ local k = redis.call('HINCRBY', P .. 'lease:redrives', m, 1)
 redis.call('HDEL', P .. 'lease:holders', m)
 -- A step that waits in a long queue is re-sent with growing gaps, not every sweep.
 redis.call('ZADD', P .. 'leases', now + base * math.min(2 ^ (k - 1), 16), m)
-if step == 'write' then redis.call('SADD', ready_key(rid), rid .. SEP .. uri) end
+if BATCHED[step] then enqueue(rid, step, uri, now) end
 return 1
 """
 
-# ARGV: P, collection, token, now, lease, max_deliveries, queued, max_docs — take a write batch.
+# ARGV: P, collection, step, token, now, lease, max_deliveries, queued, max_docs, max_weight
+# Take a batch of a batched step: due documents, oldest first, until max_docs or max_weight is reached
+# (the first is always taken), each by its own lease.
 _TAKE = _PRELUDE + """
-local ready = P .. 'col:' .. ARGV[2] .. ':ready'
-local token, now, lease = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
-local taken, failed = {}, {}
-while #taken < tonumber(ARGV[8]) do
-  local entry = redis.call('SPOP', ready)
+local key, step = P .. 'col:' .. ARGV[2] .. ':due:' .. ARGV[3], ARGV[3]
+local token, now, lease = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
+local max_docs, max_weight = tonumber(ARGV[9]), tonumber(ARGV[10])
+redis.call('DEL', key .. ':later')  -- what is queued from now on schedules its own batch
+local taken, failed, weight = {}, {}, 0
+while #taken < max_docs and weight < max_weight do
+  local entry = redis.call('ZRANGEBYSCORE', key, '-inf', now, 'LIMIT', 0, 1)[1]
   if not entry then break end
   local cut = string.find(entry, SEP, 1, true)
   local rid, uri = string.sub(entry, 1, cut - 1), string.sub(entry, cut + 1)
-  local got = take(member(rid, 'write', uri), rid, 'write', uri, token, now, lease, tonumber(ARGV[6]),
-                   tonumber(ARGV[7]))
-  if got[1] == 'ok' then table.insert(taken, entry)
+  local m = member(rid, step, uri)
+  local w = weight_of(m)
+  dequeue(key, entry, m)
+  local got = take(m, rid, step, uri, token, now, lease, tonumber(ARGV[7]), tonumber(ARGV[8]))
+  if got[1] == 'ok' then
+    table.insert(taken, entry)
+    weight = weight + w
   elseif got[1] == 'poisoned' then table.insert(failed, {rid, got[2], got[3]}) end
 end
 return {taken, failed}
+"""
+
+# ARGV: P, collection, step, full_weight, delay_ms — is a batch task due now, later (one delayed task
+# at a time), or already on its way?
+_SCHEDULE = _PRELUDE + """
+local key = P .. 'col:' .. ARGV[2] .. ':due:' .. ARGV[3]
+if redis.call('ZCARD', key) == 0 then return 0 end
+if tonumber(redis.call('GET', key .. ':weight') or '0') >= tonumber(ARGV[4]) then return 1 end
+if redis.call('SET', key .. ':later', '1', 'NX', 'PX', ARGV[5]) then return 2 end
+return 0
 """
 
 
@@ -300,6 +346,21 @@ class Moved:
         return cls(status, detail=reply[1] if len(reply) > 1 else None)
 
 
+@dataclass(frozen=True)
+class Commit:
+    """One held step's end: the state it moves to and the steps that follow (see StateMachine.commit)."""
+
+    run_id: str
+    step: str
+    uri: str
+    token: str
+    next_state: str
+    next_steps: tuple[str, ...] = ()
+    siblings: tuple[str, ...] = ()
+    reason: str = ""
+    weight: int = 1
+
+
 class StateMachine:
     """The transitions, each one Lua script; timing settings come from the caller's Settings."""
 
@@ -315,6 +376,7 @@ class StateMachine:
         self._fail_attempt, self._listed = register(_FAIL_ATTEMPT), register(_LISTED)
         self._start_known, self._close, self._redrive = register(_START_KNOWN), register(_CLOSE), register(_REDRIVE)
         self._take, self._claim_document, self._defer = register(_TAKE), register(_CLAIM_DOCUMENT), register(_DEFER)
+        self._schedule = register(_SCHEDULE)
 
     def acquire(self, run_id: str, step: str, uri: str, token: str) -> Moved:
         m = keys.member(run_id, step, uri)
@@ -325,18 +387,26 @@ class StateMachine:
         return int(self._renew(args=[keys.PREFIX, token, time.time() + self.lease, *members])) if members else 0
 
     def commit(self, run_id: str, step: str, uri: str, token: str, next_state: str,
-               next_steps: tuple[str, ...] = (), siblings: tuple[str, ...] = (), reason: str = "") -> Moved:
-        """End a held step: to the next state (creating its steps' leases), or terminal."""
-        m = keys.member(run_id, step, uri)
-        return Moved.parse(self._commit(args=[
-            keys.PREFIX, m, token, run_id, uri, time.time(), self.queued, next_state, ",".join(next_steps), reason,
-            *(keys.member(run_id, s, uri) for s in siblings)]))
+               next_steps: tuple[str, ...] = (), siblings: tuple[str, ...] = (), reason: str = "",
+               weight: int = 1) -> Moved:
+        """End a held step: to the next state (creating its steps' leases and queueing batched ones), or terminal."""
+        return self.commit_many([Commit(run_id, step, uri, token, next_state, next_steps, siblings, reason, weight)])[0]
+
+    def commit_many(self, commits: list[Commit]) -> list[Moved]:
+        """Several commits in one round trip; each is still its own atomic transition."""
+        pipe = self.redis.pipeline(transaction=False)
+        now = time.time()
+        for c in commits:
+            self._commit(args=[keys.PREFIX, keys.member(c.run_id, c.step, c.uri), c.token, c.run_id, c.uri, now,
+                               self.queued, c.next_state, ",".join(c.next_steps), c.reason, c.weight,
+                               *(keys.member(c.run_id, s, c.uri) for s in c.siblings)], client=pipe)
+        return [Moved.parse(reply) for reply in pipe.execute()]
 
     def fail_attempt(self, run_id: str, step: str, uri: str, token: str, retry_in: float, reason: str) -> Moved:
         m = keys.member(run_id, step, uri)
         return Moved.parse(self._fail_attempt(args=[
             keys.PREFIX, m, token, run_id, uri, time.time(), self.queued, time.time() + retry_in + self.queued,
-            self.max_retries, reason]))
+            self.max_retries, reason, step]))
 
     def listed(self, run_id: str, token: str) -> Moved:
         return Moved.parse(self._listed(args=[keys.PREFIX, keys.member(run_id, LIST), token, run_id, time.time(),
@@ -353,13 +423,20 @@ class StateMachine:
         run_id, step, uri = keys.split_member(lease_member)
         return int(self._redrive(args=[keys.PREFIX, lease_member, run_id, step, uri, time.time(), base]))
 
-    def take_batch(self, collection: str, token: str, max_docs: int) -> tuple[list[tuple[str, str]], list[Moved]]:
-        """Lease up to max_docs ready documents of a collection for one write batch."""
-        taken, poisoned = self._take(args=[keys.PREFIX, collection, token, time.time(), self.lease,
-                                           self.max_deliveries, self.queued, max_docs])
+    def take_batch(self, collection: str, step: str, token: str, max_docs: int,
+                   max_weight: float = float("inf")) -> tuple[list[tuple[str, str]], list[Moved]]:
+        """Lease due documents of a collection for one batch of a batched step (dense, sparse, write)."""
+        weight_limit = max_weight if max_weight != float("inf") else 2 ** 53
+        taken, poisoned = self._take(args=[keys.PREFIX, collection, step, token, time.time(), self.lease,
+                                           self.max_deliveries, self.queued, max_docs, weight_limit])
         entries = [tuple(_text(e).split(keys.SEP, 1)) for e in taken]
         return entries, [Moved("poisoned", [_text(u) for u in p[1]], bool(int(p[2])), detail=_text(p[0]))
                          for p in poisoned]
+
+    def batch_due(self, collection: str, step: str, full_weight: float, delay: float) -> str | None:
+        """Whether a batch task should be sent: "now" (a full batch waits), "later" (in `delay`), or None."""
+        reply = int(self._schedule(args=[keys.PREFIX, collection, step, full_weight, max(1, int(delay * 1000))]))
+        return {1: "now", 2: "later"}.get(reply)
 
     def claim_document(self, run_id: str, uri: str, claim_key: str, ttl: int) -> bool:
         """Whether this run may work on this document now (no other unfinished run has it in flight)."""

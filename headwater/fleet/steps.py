@@ -1,6 +1,11 @@
 """The fleet's steps: each takes its lease, does its work, commits one transition, then sends what comes next.
 
-    list ─▶ fetch ─▶ parse ─▶ dense ∥ sparse ─▶ write (flush, batched across documents) ─▶ finish
+    list ─▶ fetch ─▶ parse ─▶ dense ∥ sparse ─▶ write ─▶ finish
+            (one task per document)  (batched across documents: headwater.fleet.batches)
+
+A fetch that commits goes straight on to its document's parse in the same task (the parse step
+keeps its own lease, so a parse lost after the fetch is re-driven like any other step); the
+embedding sides and the write take batches of many documents' work.
 
 A step's output (payload, plan, vectors) is written under keys derived from (run, uri), so a step
 run again overwrites what a lost run of it left. The commit is one Lua script; the next step's
@@ -13,17 +18,21 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
+from time import perf_counter
+from typing import Any
 
 from headwater import chroma_store as ckeys
 from headwater import outcomes
+from headwater.chroma_store import StoredDocument
 from headwater.deletion_guard import check_deletions, likely_deletions
 from headwater.document_plan import DocumentFacts, plan_document, unchanged_by_version
 from headwater.errors import (ConfigurationError, DocumentVanished, ListingError, PermanentDocumentError,
                               RunDataMissing, SkippedDocument)
-from headwater.fleet import keys
+from headwater.fleet import batches, keys
+from headwater.fleet.batches import BATCH_TASK, Batch
 from headwater.fleet.context import Fleet
-from headwater.fleet.state import DENSE, FETCH, FINISH, LIST, PARSE, SPARSE, WRITE, Moved
+from headwater.fleet.state import BATCHED_STEPS, DENSE, FETCH, FINISH, LIST, PARSE, SPARSE, WRITE, Commit, Moved
 from headwater.models import Op
 from headwater.sparse_codec import encode_sparse
 from workers import names
@@ -34,9 +43,7 @@ from workers.upsert import BatchWriter
 
 log = logging.getLogger(__name__)
 
-TASK_OF_STEP = {LIST: names.LIST_SOURCE, FETCH: names.FETCH, PARSE: names.PARSE, DENSE: names.EMBED_DENSE,
-                SPARSE: names.EMBED_SPARSE, WRITE: names.FLUSH, FINISH: names.FINISH}
-WRITE_BATCH_DOCUMENTS = 64  # documents per write batch; the store splits records to its own limit
+TASK_OF_STEP = {LIST: names.LIST_SOURCE, FETCH: names.FETCH, PARSE: names.PARSE, FINISH: names.FINISH, **BATCH_TASK}
 CLAIM_WAIT_SECONDS = 1.0  # how soon a document another run has in flight is looked at again
 _PAYLOAD_PARTS = ("bytes", "facts", "plan", DENSE, SPARSE)
 
@@ -48,9 +55,9 @@ class Held:
         self.fleet, self.run_id, self.step, self.uri, self.token = fleet, run_id, step, uri, token
 
     def commit(self, next_state: str, next_steps: tuple[str, ...] = (), siblings: tuple[str, ...] = (),
-               reason: str = "") -> Moved:
+               reason: str = "", weight: int = 1) -> Moved:
         return self.fleet.state.commit(self.run_id, self.step, self.uri, self.token, next_state, next_steps,
-                                       siblings, reason)
+                                       siblings, reason, weight)
 
 
 def run_step(fleet: Fleet, run_id: str, step: str, uri: str, body: Callable[[Held], None]) -> None:
@@ -63,6 +70,7 @@ def run_step(fleet: Fleet, run_id: str, step: str, uri: str, body: Callable[[Hel
         log.debug("%s of %s in run %s: %s", step, uri or "(run)", run_id, got.status)
         return
     held = Held(fleet, run_id, step, uri, token)
+    started = perf_counter()
     try:
         with fleet.renewing([keys.member(run_id, step, uri)], token):
             body(held)
@@ -70,6 +78,7 @@ def run_step(fleet: Fleet, run_id: str, step: str, uri: str, body: Callable[[Hel
         _end_failed(held, str(exc))
     except Exception as exc:  # noqa: BLE001  (anything else is worth a retry: Chroma, Redis or the source blinked)
         _retry_later(held, exc)
+    fleet.costs.add(step, perf_counter() - started, 1 if uri else 0)
 
 
 def _end_failed(held: Held, reason: str) -> None:
@@ -105,22 +114,13 @@ def follow(fleet: Fleet, run_id: str, moved: Moved) -> None:
         fleet.send(names.FINISH, [run_id])
 
 
-def schedule_flush(fleet: Fleet, collection: str) -> None:
-    """Write soon: now when a batch is full, else within flush_delay (one scheduled flush at a time)."""
-    if fleet.redis.scard(keys.ready(collection)) >= WRITE_BATCH_DOCUMENTS:
-        fleet.send(names.FLUSH, [collection])
-    elif fleet.redis.set(keys.flush_scheduled(collection), 1, nx=True,
-                         px=int(fleet.settings.flush_delay_seconds * 1000)):
-        fleet.send(names.FLUSH, [collection], countdown=fleet.settings.flush_delay_seconds)
-
-
 def _to_write_or_end(held: Held, outcome: outcomes.Outcome, collection: str) -> None:
     """An outcome with writes goes to the write batch; one without ends the document here."""
     fleet = held.fleet
     if outcome.writes:
         fleet.payloads.put_json(keys.doc_payload(held.run_id, held.uri, "plan"), outcome.to_json())
         if held.commit("write", (WRITE,)).status == "next":
-            schedule_flush(fleet, collection)
+            batches.schedule(fleet, collection, WRITE)
         return
     follow(fleet, held.run_id, held.commit(outcome.state, reason=outcome.reason))
 
@@ -161,10 +161,21 @@ def _store_listing(fleet: Fleet, run) -> None:  # noqa: ANN001
 
 # fetch --------------------------------------------------------------------------------------
 
+@dataclass
+class _Fetched:
+    """What a fetch hands to the parse of the same document in the same task (no second read)."""
+
+    data: bytes
+    facts: dict[str, Any]
+    stored: StoredDocument | None
+
+
 def fetch(fleet: Fleet, run_id: str, uri: str) -> None:
-    """Read one document into the payload store; skip it when its bytes are what the collection holds."""
+    """Read one document into the payload store, skip it when its bytes are what the collection holds, else parse it."""
+    handed: list[_Fetched] = []
+
     def body(held: Held) -> None:
-        run = fleet.runs.get(run_id)
+        run = fleet.run(run_id)
         change = fleet.runs.change(run_id, uri)
         claim = keys.document_claim(run.target.collection, run.source_id, uri)
         if not fleet.state.claim_document(run_id, uri, claim, fleet.settings.payload_ttl_seconds):
@@ -187,32 +198,40 @@ def fetch(fleet: Fleet, run_id: str, uri: str) -> None:
         if stored and stored.complete and stored.doc_hash == fetched.doc_hash:
             _to_write_or_end(held, outcomes.touched(stored, version, modified_time), run.target.collection)
             return
+        # Stored before the commit: a parse re-driven after this task dies reads them from here.
         fleet.payloads.put_bytes(keys.doc_payload(run_id, uri, "bytes"), fetched.data)
-        facts = DocumentFacts(source_id=run.source_id, uri=uri, doc_version=version, doc_hash=fetched.doc_hash,
-                              modified_time=modified_time, mime_type="", parser="")
-        fleet.payloads.put_json(keys.doc_payload(run_id, uri, "facts"), asdict(facts))
+        facts = asdict(DocumentFacts(source_id=run.source_id, uri=uri, doc_version=version, doc_hash=fetched.doc_hash,
+                                     modified_time=modified_time, mime_type="", parser=""))
+        fleet.payloads.put_json(keys.doc_payload(run_id, uri, "facts"), facts)
         fleet.crash.reached("fetch.after_payload", uri)
         moved = held.commit("parse", (PARSE,))
         fleet.crash.reached("fetch.after_commit", uri)
         if moved.status == "next":
-            fleet.send(names.PARSE, [run_id, uri])
+            # The claim is held from here to the document's end, so what the collection held
+            # for it cannot change before the parse: it plans from the same read.
+            handed.append(_Fetched(fetched.data, facts, stored))
 
     run_step(fleet, run_id, FETCH, uri, body)
+    if handed:
+        parse(fleet, run_id, uri, handed[0])
 
 
 # parse --------------------------------------------------------------------------------------
 
-def parse(fleet: Fleet, run_id: str, uri: str) -> None:
-    """Parse, chunk and plan one document; reuse stored vectors; queue embedding of what is new."""
+def parse(fleet: Fleet, run_id: str, uri: str, fetched: _Fetched | None = None) -> None:
+    """Parse, chunk and plan one document; reuse stored vectors; queue the embedding of what is new."""
     def body(held: Held) -> None:
-        run = fleet.runs.get(run_id)
-        data = fleet.payloads.get_bytes(keys.doc_payload(run_id, uri, "bytes"))
-        facts_json = fleet.payloads.get_json(keys.doc_payload(run_id, uri, "facts"))
-        if data is None or facts_json is None:
-            raise PermanentDocumentError("its in-flight copy was lost (Redis emptied or the run outlived "
-                                         "HEADWATER_PAYLOAD_TTL_SECONDS); the next sync reads it again")
+        run = fleet.run(run_id)
         store = fleet.store(run.target)
-        stored = store.documents(run.source_id, [uri]).get(uri)
+        if fetched is not None:
+            data, facts_json, stored = fetched.data, fetched.facts, fetched.stored
+        else:  # re-driven on its own: read what the fetch stored
+            data = fleet.payloads.get_bytes(keys.doc_payload(run_id, uri, "bytes"))
+            facts_json = fleet.payloads.get_json(keys.doc_payload(run_id, uri, "facts"))
+            if data is None or facts_json is None:
+                raise PermanentDocumentError("its in-flight copy was lost (Redis emptied or the run outlived "
+                                             "HEADWATER_PAYLOAD_TTL_SECONDS); the next sync reads it again")
+            stored = store.documents(run.source_id, [uri]).get(uri)
         s = fleet.settings
         try:
             parsed = parse_document(uri, data)
@@ -229,17 +248,19 @@ def parse(fleet: Fleet, run_id: str, uri: str) -> None:
             if record.metadata[ckeys.CONTENT_HASH] in known:
                 record.embedding, record.metadata[ckeys.SPARSE] = known[record.metadata[ckeys.CONTENT_HASH]]
         outcome = outcomes.indexed(uri, plan.records, plan.updates, plan.stale)
-        if all(r.embedding is not None for r in plan.records):
+        new_texts = {r.metadata[ckeys.CONTENT_HASH] for r in plan.records if r.embedding is None}
+        if not new_texts:
             _to_write_or_end(held, outcome, run.target.collection)
             _drop_payload(fleet, run_id, uri, "bytes")
             return
         fleet.payloads.put_json(keys.doc_payload(run_id, uri, "plan"), outcome.to_json())
         fleet.crash.reached("parse.after_plan", uri)
-        moved = held.commit("embed", (DENSE, SPARSE))
+        # Both sides join their embedding queues in the commit, weighted by the texts they add to a batch.
+        moved = held.commit("embed", (DENSE, SPARSE), weight=len(new_texts))
         fleet.crash.reached("parse.after_commit", uri)
         if moved.status == "next":
-            fleet.send(names.EMBED_SPARSE, [run_id, uri])
-            fleet.send(names.EMBED_DENSE, [run_id, uri])
+            batches.schedule(fleet, run.target.collection, SPARSE)
+            batches.schedule(fleet, run.target.collection, DENSE)
         fleet.crash.reached("parse.after_send", uri)
         _drop_payload(fleet, run_id, uri, "bytes")
         fleet.crash.reached("parse.after_payload_delete", uri)
@@ -253,97 +274,160 @@ def _drop_payload(fleet: Fleet, run_id: str, uri: str, *parts: str) -> None:
 
 # embed --------------------------------------------------------------------------------------
 
-def embed(fleet: Fleet, run_id: str, uri: str, side: str) -> None:
-    """One side's vectors (dense or sparse) for a planned document's new chunks, then the join."""
-    def body(held: Held) -> None:
-        run = fleet.runs.get(run_id)
-        fleet.check_models(run, side)
-        plan = fleet.payloads.get_json(keys.doc_payload(run_id, uri, "plan"))
-        if plan is None:
-            raise PermanentDocumentError("its in-flight plan was lost (Redis emptied or the run outlived "
-                                         "HEADWATER_PAYLOAD_TTL_SECONDS); the next sync reads it again")
-        wanted = {r["metadata"][ckeys.CONTENT_HASH]: r["text"] for r in plan["upserts"] if r["embedding"] is None}
-        model = run.target.dense_model if side == DENSE else run.target.sparse_model
-        hashes = list(wanted)
-        cache_keys = [keys.vector_cache(model, h) for h in hashes]
-        values = dict(zip(hashes, fleet.redis.mget(cache_keys))) if hashes else {}
-        missing = [h for h in hashes if values[h] is None]
-        if missing:
-            texts = [wanted[h] for h in missing]
-            if side == DENSE:
-                computed = [json_vector(v) for v in fleet.dense.embed(texts)]
-            else:
-                computed = [encode_sparse(i, v) for i, v in fleet.sparse.encode(texts)]
-            values.update(zip(missing, (v.encode() for v in computed)))
-            fleet.redis.incrby(f"{keys.EMBEDDED_TEXTS}:{side}", len(texts))
-        pipe = fleet.redis.pipeline()
+_PLAN_LOST = ("its in-flight plan was lost (Redis emptied or the run outlived HEADWATER_PAYLOAD_TTL_SECONDS); "
+              "the next sync reads it again")
+
+
+def embed(fleet: Fleet, collection: str, side: str) -> None:
+    """One side's vectors (dense or sparse) for a batch of planned documents' new chunks, then each one's join.
+
+    The texts of every document in the batch go through the model together (each distinct text
+    once; texts whose vectors are cached by content hash not at all).
+    """
+    def work(batch: Batch) -> list[Commit]:
+        try:
+            return _embed_batch(fleet, batch)
+        except ConfigurationError as exc:  # this worker cannot embed at all (its model is missing)
+            return [Commit(run_id, side, uri, batch.token, outcomes.FAILED, reason=str(exc))
+                    for run_id, uri in batch.taken]
+
+    def then(batch: Batch, moves: list[Moved]) -> None:
+        if any(moved.status == "next" for moved in moves):  # both sides done: on to the write
+            batches.schedule(fleet, collection, WRITE)
+
+    run_batch(fleet, collection, side, work, then, (f"{side}.after_take", f"{side}.after_vectors", f"{side}.after_commit"),
+              f"embedding ({side})", "check the worker's log")
+
+
+def run_batch(fleet: Fleet, collection: str, step: str, work: Callable[[Batch], list[Commit]],
+              then: Callable[[Batch, list[Moved]], None], points: tuple[str, str, str], doing: str, check: str) -> None:
+    """Take a batch of a batched step, `work` on it while renewing its leases, commit each document, `then` go on.
+
+    Any error from `work` puts the whole batch back for a retry after a backoff (then its
+    documents fail, with `doing` and `check` in their reason); a document-specific problem is
+    `work`'s to end as that document's commit.
+    """
+    taken_point, worked_point, committed_point = points
+    batch = batches.take(fleet, collection, step)
+    _follow_all(fleet, [(moved.detail, moved) for moved in batch.poisoned])
+    if not batch.taken:
+        return
+    started = perf_counter()
+    try:
+        with fleet.renewing(batch.members, batch.token):
+            fleet.crash.reached(taken_point)
+            commits = work(batch)
+            fleet.crash.reached(worked_point)
+    except Exception as exc:  # noqa: BLE001  (Redis, the model or Chroma failed: retried, then its documents fail)
+        _follow_all(fleet, batches.retry(fleet, batch, exc, doing, check))
+        return
+    moves = fleet.state.commit_many(commits)
+    fleet.crash.reached(committed_point)
+    _follow_all(fleet, [(c.run_id, moved) for c, moved in zip(commits, moves)])
+    then(batch, moves)
+    batches.schedule(fleet, collection, step)  # what gathered meanwhile
+    fleet.costs.add(step, perf_counter() - started, len(batch.taken))
+
+
+def _embed_batch(fleet: Fleet, batch: Batch) -> list[Commit]:
+    """Compute and store the batch's vectors; returns each document's commit (on to its write, or failed)."""
+    side = batch.step
+    other = SPARSE if side == DENSE else DENSE
+    plans = fleet.payloads.get_json_many([keys.doc_payload(run_id, uri, "plan") for run_id, uri in batch.taken])
+    commits: list[Commit] = []
+    wanted: dict[tuple[str, str], list[str]] = {}  # document -> content hashes it needs
+    texts: dict[str, str] = {}  # content hash -> text
+    for (run_id, uri), plan in zip(batch.taken, plans):
+        try:
+            fleet.check_models(fleet.run(run_id), side)
+            if plan is None:
+                raise PermanentDocumentError(_PLAN_LOST)
+        except (ConfigurationError, PermanentDocumentError, RunDataMissing) as exc:
+            commits.append(Commit(run_id, side, uri, batch.token, outcomes.FAILED, reason=str(exc)))
+            continue
+        new = {r["metadata"][ckeys.CONTENT_HASH]: r["text"] for r in plan["upserts"] if r["embedding"] is None}
+        texts.update(new)
+        wanted[(run_id, uri)] = list(new)
+        commits.append(Commit(run_id, side, uri, batch.token, "write", (WRITE,), (other,)))
+    # Every document left checked its run's model against this worker's: the cache key is this model's.
+    model = fleet.target.dense_model if side == DENSE else fleet.target.sparse_model
+    hashes = list(texts)
+    values = dict(zip(hashes, fleet.redis.mget([keys.vector_cache(model, h) for h in hashes]))) if hashes else {}
+    missing = [h for h in hashes if values[h] is None]
+    if missing:
+        values.update(zip(missing, (v.encode() for v in _vectors(fleet, side, [texts[h] for h in missing]))))
+        pipe = fleet.redis.pipeline(transaction=False)
         for h in missing:
             pipe.set(keys.vector_cache(model, h), values[h], ex=fleet.settings.payload_ttl_seconds)
+        pipe.incrby(f"{keys.EMBEDDED_TEXTS}:{side}", len(missing))
         pipe.execute()
-        fleet.payloads.put_hash(keys.doc_payload(run_id, uri, side), values)
-        fleet.crash.reached(f"{side}.after_vectors", uri)
-        moved = held.commit("write", (WRITE,), siblings=(SPARSE if side == DENSE else DENSE,))
-        fleet.crash.reached(f"{side}.after_commit", uri)
-        if moved.status == "next":
-            schedule_flush(fleet, run.target.collection)
+    fleet.payloads.put_hashes({keys.doc_payload(run_id, uri, side): {h: values[h] for h in needed}
+                               for (run_id, uri), needed in wanted.items()})
+    return commits
 
-    run_step(fleet, run_id, side, uri, body)
+
+def _vectors(fleet: Fleet, side: str, texts: list[str]) -> list[str]:
+    """Each text's vector as stored in the payloads: JSON floats (dense) or the encoded sparse vector."""
+    if side == DENSE:
+        return [json_vector(v) for v in fleet.dense.embed(texts)]
+    return [encode_sparse(i, v) for i, v in fleet.sparse.encode(texts)]
 
 
 def json_vector(vector) -> str:  # noqa: ANN001
     return json.dumps([float(x) for x in vector])
 
 
-def embed_dense(fleet: Fleet, run_id: str, uri: str) -> None:
-    embed(fleet, run_id, uri, DENSE)
+def embed_dense(fleet: Fleet, collection: str) -> None:
+    embed(fleet, collection, DENSE)
 
 
-def embed_sparse(fleet: Fleet, run_id: str, uri: str) -> None:
-    embed(fleet, run_id, uri, SPARSE)
+def embed_sparse(fleet: Fleet, collection: str) -> None:
+    embed(fleet, collection, SPARSE)
+
+
+def _follow_all(fleet: Fleet, moves: list[tuple[str, Moved]]) -> None:
+    for run_id, moved in moves:
+        follow(fleet, run_id, moved)
 
 
 # write --------------------------------------------------------------------------------------
 
 def flush(fleet: Fleet, collection: str) -> None:
     """Write a batch of ready documents of one collection to Chroma, then end them."""
-    token = fleet.new_token()
-    taken, poisoned = fleet.state.take_batch(collection, token, WRITE_BATCH_DOCUMENTS)
-    for moved in poisoned:
-        follow(fleet, moved.detail, moved)
-    if not taken:
-        return
-    members = [keys.member(run_id, WRITE, uri) for run_id, uri in taken]
-    ends: list[tuple[str, str, str, str]] = []  # run, uri, terminal state, reason
-    try:
-        with fleet.renewing(members, token):
-            fleet.crash.reached("flush.after_take")
-            writer: BatchWriter | None = None
-            for run_id, uri in taken:
-                run = fleet.runs.get(run_id)
-                if writer is None:
-                    writer = BatchWriter(fleet.store(run.target))
-                ends.append((run_id, uri, *_queue_writes(fleet, writer, run, uri)))
-            writer.flush()
-            fleet.crash.reached("flush.after_write")
-    except Exception as exc:  # noqa: BLE001  (Chroma unavailable: the batch is retried, then its documents fail)
-        _retry_batch(fleet, collection, taken, token, exc)
-        return
-    for run_id, uri, state, reason in ends:
-        follow(fleet, run_id, fleet.state.commit(run_id, WRITE, uri, token, state, reason=reason))
-        _drop_payload(fleet, run_id, uri, *_PAYLOAD_PARTS)
-    fleet.crash.reached("flush.after_commit")
-    if fleet.redis.scard(keys.ready(collection)):
-        fleet.send(names.FLUSH, [collection])
+    def work(batch: Batch) -> list[Commit]:
+        ends = _write_batch(fleet, batch.taken)
+        return [Commit(run_id, WRITE, uri, batch.token, state, reason=reason)
+                for (run_id, uri), (state, reason) in zip(batch.taken, ends)]
+
+    def then(batch: Batch, moves: list[Moved]) -> None:
+        fleet.payloads.delete(*(keys.doc_payload(run_id, uri, part) for run_id, uri in batch.taken
+                                for part in _PAYLOAD_PARTS))
+
+    run_batch(fleet, collection, WRITE, work, then, ("flush.after_take", "flush.after_write", "flush.after_commit"),
+              "writing to Chroma", "check the Chroma server")
 
 
-def _queue_writes(fleet: Fleet, writer: BatchWriter, run, uri: str) -> tuple[str, str]:  # noqa: ANN001
+def _write_batch(fleet: Fleet, taken: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Write the batch's documents in store-sized batches; returns the state each ends in and why."""
+    plans = fleet.payloads.get_json_many([keys.doc_payload(run_id, uri, "plan") for run_id, uri in taken])
+    vectors = fleet.payloads.get_hashes([keys.doc_payload(run_id, uri, side) for run_id, uri in taken
+                                         for side in (DENSE, SPARSE)])
+    writer: BatchWriter | None = None
+    ends = []
+    for n, ((run_id, uri), plan) in enumerate(zip(taken, plans)):
+        run = fleet.run(run_id)
+        writer = writer or BatchWriter(fleet.store(run.target))
+        ends.append(_queue_writes(fleet, writer, run, uri, plan, vectors[2 * n], vectors[2 * n + 1]))
+    writer.flush()
+    return ends
+
+
+def _queue_writes(fleet: Fleet, writer: BatchWriter, run, uri: str, plan: dict | None,  # noqa: ANN001
+                  dense: dict[str, bytes], sparse: dict[str, bytes]) -> tuple[str, str]:
     """Put one document's writes on the batch; returns the state it ends in and why."""
-    plan = fleet.payloads.get_json(keys.doc_payload(run.id, uri, "plan"))
     if plan is None:
         return outcomes.FAILED, "its in-flight plan was lost before it was written; the next sync reads it again"
     outcome = outcomes.Outcome.from_json(plan)
-    dense = fleet.payloads.get_hash(keys.doc_payload(run.id, uri, DENSE))
-    sparse = fleet.payloads.get_hash(keys.doc_payload(run.id, uri, SPARSE))
     for record in outcome.upserts:
         if record.embedding is None:
             h = record.metadata[ckeys.CONTENT_HASH]
@@ -360,28 +444,12 @@ def _queue_writes(fleet: Fleet, writer: BatchWriter, run, uri: str) -> tuple[str
     return outcome.state, outcome.reason
 
 
-def _retry_batch(fleet: Fleet, collection: str, taken: list[tuple[str, str]], token: str, exc: Exception) -> None:
-    attempts = max(int(fleet.redis.hget(keys.ATTEMPTS, keys.member(r, WRITE, u)) or 0) for r, u in taken)
-    delay = fleet.backoff(attempts + 1)
-    reason = (f"gave up after {fleet.settings.task_max_retries} retries writing to Chroma: {type(exc).__name__}; "
-              "check the Chroma server, then `headwater retry RUN`")
-    log.warning("writing %d documents to %s failed (%s: %s); retry in %.0fs", len(taken), collection,
-                type(exc).__name__, exc, delay)
-    for run_id, uri in taken:
-        moved = fleet.state.fail_attempt(run_id, WRITE, uri, token, delay, reason)
-        if moved.status == "retry":
-            fleet.redis.sadd(keys.ready(collection), keys.ready_entry(run_id, uri))
-        else:
-            follow(fleet, run_id, moved)
-    fleet.send(names.FLUSH, [collection], countdown=delay)
-
-
 # finish -------------------------------------------------------------------------------------
 
 def finish(fleet: Fleet, run_id: str) -> None:
     """Every document is terminal: remove what the listing no longer has, close the run, drop its payloads."""
     def body(held: Held) -> None:
-        run = fleet.runs.get(run_id)
+        run = fleet.run(run_id)
         gone = fleet.runs.gone(run_id)
         if gone:
             store = fleet.store(run.target)
@@ -411,17 +479,19 @@ def sweep(fleet: Fleet) -> int:
     if not fleet.redis.set(keys.SWEEP_LOCK, token, nx=True, px=hold_ms):
         return 0  # another sweep is running: sweeps never overlap
     redriven = 0
+    batches_due: set[tuple[str, str]] = set()  # (step, collection): one batch task each per sweep
     try:
         for lease in fleet.state.expired():
             if fleet.state.redrive(lease, fleet.settings.redrive_after_seconds) != 1:
                 continue
             run_id, step, uri = keys.split_member(lease)
-            if step == WRITE:
-                collection = (fleet.redis.hget(keys.run(run_id), "collection") or b"").decode()
-                fleet.send(names.FLUSH, [collection])
+            if step in BATCHED_STEPS:  # the re-drive put the document back in its batch queue
+                batches_due.add((step, fleet.run(run_id).target.collection))
             else:
                 fleet.send(TASK_OF_STEP[step], [run_id] + ([uri] if uri else []))
             redriven += 1
+        for step, collection in sorted(batches_due):
+            fleet.send(BATCH_TASK[step], [collection])
     finally:
         if (fleet.redis.get(keys.SWEEP_LOCK) or b"").decode() == token:
             fleet.redis.delete(keys.SWEEP_LOCK)
@@ -431,4 +501,4 @@ def sweep(fleet: Fleet) -> int:
 
 
 __all__ = ["list_source", "fetch", "parse", "embed_dense", "embed_sparse", "flush", "finish", "sweep", "follow",
-           "schedule_flush", "TASK_OF_STEP"]
+           "TASK_OF_STEP"]

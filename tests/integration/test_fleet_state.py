@@ -93,7 +93,71 @@ def test_the_join_waits_for_both_embedding_sides(client):
     through(sm, run_id, "a", [(FETCH, "parse", (PARSE,), ()), (PARSE, "embed", (DENSE, SPARSE), ())])
     assert through(sm, run_id, "a", [(SPARSE, "write", (WRITE,), (DENSE,))]).status == "wait"
     assert through(sm, run_id, "a", [(DENSE, "write", (WRITE,), (SPARSE,))]).status == "next"
-    assert client.smembers(keys.ready("col")) == {keys.ready_entry(run_id, "a").encode()}
+    assert client.zrange(keys.due("col", WRITE), 0, -1) == [keys.due_entry(run_id, "a").encode()]
+
+
+def embed_due(sm, run_id, uri, texts):
+    """Fetch and parse one document whose parse leaves `texts` new texts to embed."""
+    assert sm.acquire(run_id, FETCH, uri, "t-f").status == "ok"
+    sm.commit(run_id, FETCH, uri, "t-f", "parse", (PARSE,))
+    assert sm.acquire(run_id, PARSE, uri, "t-p").status == "ok"
+    return sm.commit(run_id, PARSE, uri, "t-p", "embed", (DENSE, SPARSE), weight=texts)
+
+
+def test_embedding_batches_fill_by_texts_oldest_first_across_documents(client):
+    run_id = listed_run(client, ["a", "b", "c", "d"])
+    sm = machine(client)
+    for uri, texts in (("a", 30), ("b", 30), ("c", 50), ("d", 5)):
+        embed_due(sm, run_id, uri, texts)
+    assert sm.batch_due("col", DENSE, full_weight=200, delay=1) == "later"  # not full: one delayed task
+    assert sm.batch_due("col", DENSE, full_weight=200, delay=1) is None  # ... and only one
+    assert sm.batch_due("col", DENSE, full_weight=100, delay=1) == "now"  # 115 texts wait: a full batch
+    taken, _ = sm.take_batch("col", DENSE, "t-batch", max_docs=10, max_weight=64)
+    assert taken == [(run_id, "a"), (run_id, "b"), (run_id, "c")]  # filled past 64 texts, in order
+    assert int(client.get(keys.due("col", DENSE) + ":weight")) == 5
+    assert sm.acquire(run_id, DENSE, "a", "other").status == "busy"  # each document is held by its own lease
+    assert sm.take_batch("col", SPARSE, "t-s", max_docs=1)[0] == [(run_id, "a")]  # sides are queued apart
+
+
+def test_a_batch_document_retried_rejoins_its_queue_after_the_backoff(client):
+    run_id = listed_run(client, ["a"])
+    sm = machine(client)
+    embed_due(sm, run_id, "a", 3)
+    assert sm.take_batch("col", DENSE, "t", max_docs=8)[0] == [(run_id, "a")]
+    assert sm.fail_attempt(run_id, DENSE, "a", "t", 30, "model failed").status == "retry"
+    assert sm.take_batch("col", DENSE, "t2", max_docs=8)[0] == []  # not due before its backoff
+    assert int(client.get(keys.due("col", DENSE) + ":weight")) == 3
+    client.zadd(keys.due("col", DENSE), {keys.due_entry(run_id, "a"): time.time() - 1})  # the backoff passed
+    assert sm.take_batch("col", DENSE, "t3", max_docs=8)[0] == [(run_id, "a")]
+
+
+def test_a_batch_whose_worker_died_is_redriven_back_into_its_queue(client):
+    run_id = listed_run(client, ["a", "b"])
+    sm = machine(client, lease_seconds=1)
+    embed_due(sm, run_id, "a", 2)
+    embed_due(sm, run_id, "b", 2)
+    assert len(sm.take_batch("col", DENSE, "dead", max_docs=8)[0]) == 2
+    time.sleep(1.2)  # the batch's worker died: its leases expire
+    for uri in ("a", "b"):
+        assert sm.redrive(keys.member(run_id, DENSE, uri), base=30) == 1
+    assert sm.batch_due("col", DENSE, full_weight=4, delay=1) == "now"
+    taken, _ = sm.take_batch("col", DENSE, "new", max_docs=8)
+    assert sorted(taken) == [(run_id, "a"), (run_id, "b")]
+    assert sm.commit(run_id, DENSE, "a", "dead", "write", (WRITE,), (SPARSE,)).status == "lost"
+
+
+def test_a_document_that_ends_leaves_its_batch_queues_and_a_cancelled_run_is_never_taken(client):
+    run_id = listed_run(client, ["a"])
+    runs, sm = RunStore(client), machine(client)
+    embed_due(sm, run_id, "a", 7)
+    assert runs.cancel(run_id)
+    run_id2 = listed_run(client, ["b"])
+    embed_due(sm, run_id2, "b", 4)
+    taken, _ = sm.take_batch("col", SPARSE, "t", max_docs=8)
+    assert taken == [(run_id2, "b")]  # the cancelled run's document is dropped, not taken
+    assert sm.commit(run_id2, SPARSE, "b", "t", "failed", reason="bad").status == "terminal"
+    assert client.zrange(keys.due("col", DENSE), 0, -1) == [keys.due_entry(run_id, "a").encode()]
+    assert int(client.get(keys.due("col", DENSE) + ":weight")) == 7  # b's 4 texts left with b
 
 
 def test_an_expired_lease_is_redriven_and_its_old_holder_cannot_commit(client):
