@@ -1,0 +1,160 @@
+"""The per-document manifest: one small record per document, so a pass reads what changed in O(documents).
+
+Deciding whether a document changed needs its version, content hash, chunk ids and whether its
+chunks are all there; reading that from the chunks themselves costs every chunk's metadata
+(sparse vector included). The manifest keeps it in a small collection next to the data,
+`<collection>__manifest`, which works on every Chroma target and travels with the collection.
+
+Correct after crashes, because an entry is trusted only when it says `complete`:
+- before a batch writes any chunk of a document, its entry is marked incomplete;
+- after the chunks are written, the entry is written complete (or removed, for a removed document);
+- an incomplete or missing entry sends that one document back to reading its chunks.
+A crash anywhere in between leaves an incomplete entry, never a complete one that lies.
+
+Whether a *missing* entry means "nothing stored" depends on the source being covered: a source
+is covered once every document it has in the collection has an entry (a coverage record says so).
+A collection written before the manifest existed is not covered: its first full pass reads the
+chunks as before and writes the entries and the coverage record, with no manual step.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+SUFFIX = "__manifest"
+# Manifest record metadata keys.
+KIND = "kind"  # "document" or "coverage"
+SOURCE_ID = "source_id"
+URI = "uri"
+DOC_VERSION = "doc_version"
+DOC_HASH = "doc_hash"
+CHUNK_IDS = "chunk_ids"  # the document's chunk ids in order, as a JSON list (one string: no list index)
+CHUNKER = "chunker"
+COMPLETE = "complete"
+DOCUMENT, COVERAGE = "document", "coverage"
+
+PAGE = 5_000
+IN_VALUES_LIMIT = 16_000
+
+
+@dataclass
+class ManifestEntry:
+    """What the collection holds for one document, as its last complete write left it."""
+
+    source_id: str
+    uri: str
+    doc_version: str | None
+    doc_hash: str | None
+    ids: list[str] = field(default_factory=list)
+    chunker: str | None = None
+    complete: bool = True
+
+    def metadata(self) -> dict[str, Any]:
+        return {KIND: DOCUMENT, SOURCE_ID: self.source_id, URI: self.uri, DOC_VERSION: self.doc_version,
+                DOC_HASH: self.doc_hash, CHUNK_IDS: json.dumps(self.ids), CHUNKER: self.chunker,
+                COMPLETE: self.complete}
+
+    @classmethod
+    def from_metadata(cls, metadata: dict[str, Any]) -> ManifestEntry:
+        return cls(source_id=metadata[SOURCE_ID], uri=metadata[URI], doc_version=metadata.get(DOC_VERSION),
+                   doc_hash=metadata.get(DOC_HASH), ids=json.loads(metadata.get(CHUNK_IDS) or "[]"),
+                   chunker=metadata.get(CHUNKER), complete=bool(metadata.get(COMPLETE)))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source_id": self.source_id, "uri": self.uri, "doc_version": self.doc_version,
+                "doc_hash": self.doc_hash, "ids": self.ids, "chunker": self.chunker, "complete": self.complete}
+
+
+def entry_id(source_id: str, uri: str) -> str:
+    return hashlib.sha256(f"{source_id}\x00{uri}".encode("utf-8")).hexdigest()[:32]
+
+
+def coverage_id(source_id: str) -> str:
+    return "coverage:" + hashlib.sha256(source_id.encode("utf-8")).hexdigest()[:32]
+
+
+def _placeholder_vector(record_id: str) -> list[float]:
+    # Chroma wants a vector per record; the manifest is never searched by it. Spread, not identical,
+    # so the vector index never sees thousands of equal points.
+    return [int(record_id[-8:], 16) / 0xFFFFFFFF, 1.0]
+
+
+class Manifest:
+    """The manifest collection of one data collection, with writes split to the store's batch limit."""
+
+    def __init__(self, client: Any, collection: str, batch_limit: int, *, create: bool = True) -> None:
+        self.batch_limit = batch_limit
+        self.collection = self._open(client, collection + SUFFIX, create)
+
+    @staticmethod
+    def _open(client: Any, name: str, create: bool) -> Any:
+        from chromadb.errors import NotFoundError
+
+        if create:
+            return client.get_or_create_collection(name, embedding_function=None)
+        try:
+            return client.get_collection(name, embedding_function=None)
+        except (NotFoundError, ValueError):
+            return None  # a collection written before the manifest: every read falls back to chunks
+
+    # Reads -----------------------------------------------------------------------------------
+
+    def covers(self, source_id: str) -> bool:
+        """Whether every document of the source that has chunks has an entry."""
+        if self.collection is None:
+            return False
+        return bool(self.collection.get(ids=[coverage_id(source_id)], include=[])["ids"])
+
+    def entries(self, source_id: str, uris: Sequence[str] | None = None) -> Iterator[ManifestEntry]:
+        """Entries of a source (all, or these uris), a page at a time."""
+        if self.collection is None:
+            return
+        if uris is None:
+            for metadatas in self._pages({"$and": [{SOURCE_ID: source_id}, {KIND: DOCUMENT}]}):
+                yield from map(ManifestEntry.from_metadata, metadatas)
+            return
+        wanted = sorted({entry_id(source_id, uri) for uri in uris})
+        for start in range(0, len(wanted), IN_VALUES_LIMIT):
+            got = self.collection.get(ids=wanted[start:start + IN_VALUES_LIMIT], include=["metadatas"])
+            yield from map(ManifestEntry.from_metadata, got["metadatas"])
+
+    def _pages(self, where: dict[str, Any]) -> Iterator[list[dict[str, Any]]]:
+        offset = 0
+        while True:
+            batch = self.collection.get(where=where, include=["metadatas"], limit=PAGE, offset=offset)
+            if not batch["ids"]:
+                return
+            yield batch["metadatas"]
+            offset += len(batch["ids"])
+
+    # Writes ----------------------------------------------------------------------------------
+
+    def mark_incomplete(self, documents: Sequence[tuple[str, str]]) -> None:
+        """Before a batch touches these documents' chunks: their entries may no longer be trusted."""
+        self._upsert([{KIND: DOCUMENT, SOURCE_ID: s, URI: u, COMPLETE: False} for s, u in documents])
+
+    def write(self, entries: Sequence[ManifestEntry]) -> None:
+        """After the chunks are written: what the collection now holds for these documents."""
+        self._upsert([e.metadata() for e in entries])
+
+    def remove(self, documents: Sequence[tuple[str, str]]) -> None:
+        """After a document's chunks are deleted: nothing is stored for it."""
+        ids = [entry_id(s, u) for s, u in documents]
+        for start in range(0, len(ids), self.batch_limit):
+            self.collection.delete(ids=ids[start:start + self.batch_limit])
+
+    def mark_covered(self, source_id: str) -> None:
+        record = coverage_id(source_id)
+        self.collection.upsert(ids=[record], embeddings=[_placeholder_vector(entry_id(source_id, ""))],
+                               metadatas=[{KIND: COVERAGE, SOURCE_ID: source_id}])
+
+    def _upsert(self, metadatas: list[dict[str, Any]]) -> None:
+        ids = [entry_id(m[SOURCE_ID], m[URI]) for m in metadatas]
+        for start in range(0, len(ids), self.batch_limit):
+            part = ids[start:start + self.batch_limit]
+            self.collection.upsert(ids=part, embeddings=[_placeholder_vector(i) for i in part],
+                                   metadatas=metadatas[start:start + self.batch_limit])
