@@ -171,7 +171,7 @@ class ChromaStore:
         self.batch_limit = write_batch_limit(batch_size, client.get_max_batch_size(), cloud)
         self.observers = list(observers)
         self.collection = self._open(collection, dense_model, sparse_model, create)
-        self.manifest = Manifest(client, collection, self.batch_limit, create=create)
+        self.manifest = Manifest(client, collection, self.batch_limit, create=create, cloud=cloud)
 
     @classmethod
     def from_settings(cls, settings: Settings, *, fleet: bool = False, **options: Any) -> ChromaStore:

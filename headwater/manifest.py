@@ -86,16 +86,20 @@ def _placeholder_vector(record_id: str) -> list[float]:
 class Manifest:
     """The manifest collection of one data collection, with writes split to the store's batch limit."""
 
-    def __init__(self, client: Any, collection: str, batch_limit: int, *, create: bool = True) -> None:
+    def __init__(self, client: Any, collection: str, batch_limit: int, *, create: bool = True,
+                 cloud: bool = False) -> None:
         self.batch_limit = batch_limit
-        self.collection = self._open(client, collection + SUFFIX, create)
+        self.collection = self._open(client, collection + SUFFIX, create, cloud)
 
     @staticmethod
-    def _open(client: Any, name: str, create: bool) -> Any:
+    def _open(client: Any, name: str, create: bool, cloud: bool) -> Any:
+        from chromadb.api.types import Schema, StringInvertedIndexConfig
         from chromadb.errors import NotFoundError
 
         if create:
-            return client.get_or_create_collection(name, embedding_function=None)
+            # The chunk-id list is read, never filtered on; indexing it would only slow writes.
+            schema = None if cloud else Schema().delete_index(config=StringInvertedIndexConfig(), key=CHUNK_IDS)
+            return client.get_or_create_collection(name, schema=schema, embedding_function=None)
         try:
             return client.get_collection(name, embedding_function=None)
         except (NotFoundError, ValueError):
