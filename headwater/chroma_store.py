@@ -164,9 +164,13 @@ class ChromaStore:
 
     def __init__(self, client: Any, collection: str, *, batch_size: int = HARD_BATCH_CAP,
                  dense_model: str = "", sparse_model: str = "", observers: Sequence[WriteObserver] = (),
-                 create: bool = True, cloud: bool = False, chunker: str | None = None) -> None:
+                 create: bool = True, cloud: bool = False, chunker: str | None = None,
+                 single_writer: bool = False) -> None:
         self.client = client
         self.cloud = cloud
+        # An embedded directory is written by one process (headwater.path_lock): what it reads
+        # cannot change under it, so it may write manifest entries from what it read.
+        self.single_writer = single_writer
         self.chunker = chunker  # stored documents cut by another chunker read as incomplete
         self.batch_limit = write_batch_limit(batch_size, client.get_max_batch_size(), cloud)
         self.observers = list(observers)
@@ -185,7 +189,7 @@ class ChromaStore:
                                      "(or HEADWATER_CHROMA_PATH), or run `headwater sync` first")
         options.setdefault("chunker", chunker_fingerprint(settings))
         return cls(make_client(settings, fleet=fleet), settings.collection, batch_size=settings.upsert_batch_size,
-                   cloud=settings.is_cloud, **options)
+                   cloud=settings.is_cloud, single_writer=embedded, **options)
 
     def _open(self, name: str, dense_model: str, sparse_model: str, create: bool) -> Any:
         from chromadb.api.types import Schema, StringInvertedIndexConfig, VectorIndexConfig

@@ -97,7 +97,9 @@ class SyncEngine:
         changed documents are held.
         """
         source_id = connector.source_id
-        covered = self.store.manifest.covers(source_id)  # else this pass writes every entry (a backfill)
+        # Not covered yet: this pass writes every entry (a backfill). Covered: entries a crash left
+        # incomplete over complete chunks are written again, where no other writer can race us.
+        repair = self.store.single_writer and self.store.manifest.covers(source_id)
         stored = self.store.documents(source_id, backfill=True)
         report = SyncReport(source_id=source_id)
         listed: set[str] = set()
@@ -109,14 +111,13 @@ class SyncEngine:
             if unchanged_by_version(doc, change):
                 report.unchanged += 1
                 report.chunks_unchanged += len(doc.ids)  # type: ignore[union-attr]
-                if covered and doc.entry is None:  # type: ignore[union-attr]  (its entry was cut short)
+                if repair and doc.entry is None:  # type: ignore[union-attr]  (its entry was cut short)
                     repaired.append(doc.manifest_entry(source_id))  # type: ignore[union-attr]
             else:
                 changed.append(change)
         gone = [DocumentChange(source_id, uri, Op.DELETE) for uri in stored if uri not in listed]
         check_deletions(source_id, len(stored), likely_deletions(stored, listed, changed), len(listed),
                         allow_mass_delete)
-        # One writer holds this collection (the path lock), so these chunks cannot change under us.
         self.store.manifest.write(repaired)
         return self.apply(connector, [*changed, *gone], stored, report)
 
