@@ -90,6 +90,7 @@ class Manifest:
                  cloud: bool = False) -> None:
         self.batch_limit = batch_limit
         self.collection = self._open(client, collection + SUFFIX, create, cloud)
+        self._covered: set[str] = set()  # coverage is never withdrawn: asked once per source and process
 
     @staticmethod
     def _open(client: Any, name: str, create: bool, cloud: bool) -> Any:
@@ -111,7 +112,9 @@ class Manifest:
         """Whether every document of the source that has chunks has an entry."""
         if self.collection is None:
             return False
-        return bool(self.collection.get(ids=[coverage_id(source_id)], include=[])["ids"])
+        if source_id not in self._covered and self.collection.get(ids=[coverage_id(source_id)], include=[])["ids"]:
+            self._covered.add(source_id)
+        return source_id in self._covered
 
     def entries(self, source_id: str, uris: Sequence[str] | None = None) -> Iterator[ManifestEntry]:
         """Entries of a source (all, or these uris), a page at a time."""
@@ -155,6 +158,7 @@ class Manifest:
         record = coverage_id(source_id)
         self.collection.upsert(ids=[record], embeddings=[_placeholder_vector(entry_id(source_id, ""))],
                                metadatas=[{KIND: COVERAGE, SOURCE_ID: source_id}])
+        self._covered.add(source_id)
 
     def _upsert(self, metadatas: list[dict[str, Any]]) -> None:
         ids = [entry_id(m[SOURCE_ID], m[URI]) for m in metadatas]
