@@ -22,23 +22,18 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 SUFFIX = "__manifest"
-# Manifest record metadata keys.
-KIND = "kind"  # "document" or "coverage"
+# Manifest record metadata: two keys, because reading a record costs per key. The source is its own
+# key (a pass filters on it); everything else is one JSON string that is never filtered on.
 SOURCE_ID = "source_id"
-URI = "uri"
-DOC_VERSION = "doc_version"
-DOC_HASH = "doc_hash"
-CHUNK_IDS = "chunk_ids"  # the document's chunk ids in order, as a JSON list (one string: no list index)
-CHUNKER = "chunker"
-COMPLETE = "complete"
-DOCUMENT, COVERAGE = "document", "coverage"
+ENTRY = "entry"
+COVERS = "covers"  # the coverage record's one key: the source it covers (not matched by SOURCE_ID)
 
 PAGE = 5_000
-IN_VALUES_LIMIT = 16_000
+IDS_LIMIT = 32_000  # Chroma's limit on ids in one get()
 
 
 @dataclass
@@ -47,26 +42,21 @@ class ManifestEntry:
 
     source_id: str
     uri: str
-    doc_version: str | None
-    doc_hash: str | None
-    ids: list[str] = field(default_factory=list)
+    doc_version: str | None = None
+    doc_hash: str | None = None
+    ids: list[str] = field(default_factory=list)  # the document's chunk ids, in order
     chunker: str | None = None
     complete: bool = True
 
     def metadata(self) -> dict[str, Any]:
-        return {KIND: DOCUMENT, SOURCE_ID: self.source_id, URI: self.uri, DOC_VERSION: self.doc_version,
-                DOC_HASH: self.doc_hash, CHUNK_IDS: json.dumps(self.ids), CHUNKER: self.chunker,
-                COMPLETE: self.complete}
+        return {SOURCE_ID: self.source_id, ENTRY: json.dumps(self.to_json(), separators=(",", ":"))}
 
     @classmethod
     def from_metadata(cls, metadata: dict[str, Any]) -> ManifestEntry:
-        return cls(source_id=metadata[SOURCE_ID], uri=metadata[URI], doc_version=metadata.get(DOC_VERSION),
-                   doc_hash=metadata.get(DOC_HASH), ids=json.loads(metadata.get(CHUNK_IDS) or "[]"),
-                   chunker=metadata.get(CHUNKER), complete=bool(metadata.get(COMPLETE)))
+        return cls(**json.loads(metadata[ENTRY]))
 
     def to_json(self) -> dict[str, Any]:
-        return {"source_id": self.source_id, "uri": self.uri, "doc_version": self.doc_version,
-                "doc_hash": self.doc_hash, "ids": self.ids, "chunker": self.chunker, "complete": self.complete}
+        return asdict(self)
 
 
 def entry_id(source_id: str, uri: str) -> str:
@@ -99,7 +89,7 @@ class Manifest:
 
         if create:
             # The chunk-id list is read, never filtered on; indexing it would only slow writes.
-            schema = None if cloud else Schema().delete_index(config=StringInvertedIndexConfig(), key=CHUNK_IDS)
+            schema = None if cloud else Schema().delete_index(config=StringInvertedIndexConfig(), key=ENTRY)
             return client.get_or_create_collection(name, schema=schema, embedding_function=None)
         try:
             return client.get_collection(name, embedding_function=None)
@@ -121,12 +111,12 @@ class Manifest:
         if self.collection is None:
             return
         if uris is None:
-            for metadatas in self._pages({"$and": [{SOURCE_ID: source_id}, {KIND: DOCUMENT}]}):
+            for metadatas in self._pages({SOURCE_ID: source_id}):
                 yield from map(ManifestEntry.from_metadata, metadatas)
             return
         wanted = sorted({entry_id(source_id, uri) for uri in uris})
-        for start in range(0, len(wanted), IN_VALUES_LIMIT):
-            got = self.collection.get(ids=wanted[start:start + IN_VALUES_LIMIT], include=["metadatas"])
+        for start in range(0, len(wanted), IDS_LIMIT):
+            got = self.collection.get(ids=wanted[start:start + IDS_LIMIT], include=["metadatas"])
             yield from map(ManifestEntry.from_metadata, got["metadatas"])
 
     def _pages(self, where: dict[str, Any]) -> Iterator[list[dict[str, Any]]]:
@@ -142,11 +132,11 @@ class Manifest:
 
     def mark_incomplete(self, documents: Sequence[tuple[str, str]]) -> None:
         """Before a batch touches these documents' chunks: their entries may no longer be trusted."""
-        self._upsert([{KIND: DOCUMENT, SOURCE_ID: s, URI: u, COMPLETE: False} for s, u in documents])
+        self._upsert([ManifestEntry(s, u, complete=False) for s, u in documents])
 
     def write(self, entries: Sequence[ManifestEntry]) -> None:
         """After the chunks are written: what the collection now holds for these documents."""
-        self._upsert([e.metadata() for e in entries])
+        self._upsert(entries)
 
     def remove(self, documents: Sequence[tuple[str, str]]) -> None:
         """After a document's chunks are deleted: nothing is stored for it."""
@@ -157,12 +147,12 @@ class Manifest:
     def mark_covered(self, source_id: str) -> None:
         record = coverage_id(source_id)
         self.collection.upsert(ids=[record], embeddings=[_placeholder_vector(entry_id(source_id, ""))],
-                               metadatas=[{KIND: COVERAGE, SOURCE_ID: source_id}])
+                               metadatas=[{COVERS: source_id}])
         self._covered.add(source_id)
 
-    def _upsert(self, metadatas: list[dict[str, Any]]) -> None:
-        ids = [entry_id(m[SOURCE_ID], m[URI]) for m in metadatas]
-        for start in range(0, len(ids), self.batch_limit):
-            part = ids[start:start + self.batch_limit]
-            self.collection.upsert(ids=part, embeddings=[_placeholder_vector(i) for i in part],
-                                   metadatas=metadatas[start:start + self.batch_limit])
+    def _upsert(self, entries: Sequence[ManifestEntry]) -> None:
+        for start in range(0, len(entries), self.batch_limit):
+            part = entries[start:start + self.batch_limit]
+            ids = [entry_id(e.source_id, e.uri) for e in part]
+            self.collection.upsert(ids=ids, embeddings=[_placeholder_vector(i) for i in ids],
+                                   metadatas=[e.metadata() for e in part])
