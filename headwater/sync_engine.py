@@ -25,6 +25,7 @@ from headwater.errors import DocumentVanished, PermanentDocumentError, Retryable
 from headwater import outcomes
 from headwater.deletion_guard import check_deletions, likely_deletions
 from headwater.document_plan import DocumentFacts, DocumentPlan, plan_document, unchanged_by_version
+from headwater.lazy import Lazy
 from headwater.outcomes import write_outcome
 from headwater.models import Chunk, ChunkRecord, DocumentChange, Op
 from headwater.report import SyncReport
@@ -77,7 +78,7 @@ class SyncEngine:
     """Runs sync passes for any connector that can list and read, writing through one ChromaStore."""
 
     def __init__(self, store: ChromaStore, dense: DenseEmbedder, sparse: SpladeEncoder, settings: Settings,
-                 progress: Progress | None = None, sparse_index: SparseIndex | None = None) -> None:
+                 progress: Progress | None = None, sparse_index: SparseIndex | Lazy | None = None) -> None:
         self.store = store
         self.dense = dense
         self.sparse = sparse
@@ -143,6 +144,8 @@ class SyncEngine:
             else:
                 todo.append(change)
         self.progress.start(len(todo) + len(deletes))
+        if (todo or deletes) and isinstance(self.sparse_index, Lazy):
+            self.sparse_index.materialize()  # before the first write, which it must see
 
         # Documents about to disappear, by content: a new document with the same bytes is a rename.
         vanishing = {stored[uri].doc_hash: uri for uri in sorted(deletes) if stored[uri].complete}
@@ -164,7 +167,7 @@ class SyncEngine:
             report.chunks_deleted += len(stored[uri].ids)
             self.progress.document_done(uri)
         writer.flush()
-        if self.sparse_index is not None:
+        if self.sparse_index is not None and (todo or deletes):
             self.sparse_index.persist()
         report.chunks_written = writer.written
         return report.finish()
