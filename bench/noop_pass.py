@@ -14,9 +14,10 @@ persisted sparse index) and the process's peak RSS:
 1. ``backfill``: the first pass over the old collection: it reads every chunk's metadata (what
    every pass cost before the manifest) and writes the 10,000 manifest entries.
 2. ``unchanged`` (3 times): nothing changed; decided from the manifest alone.
-3. ``changed``: ``--changed`` files rewritten with new text. The models are loaded before the
-   timer starts; the embedding of those documents' chunks is timed on its own afterwards, so the
-   pass can be compared with "unchanged pass + their embedding".
+3. ``changed``: ``--changed`` files rewritten with new text. The models are loaded and warmed
+   (those documents parsed, chunked and embedded once) before the timer starts; the same work is
+   timed again on its own afterwards, so the pass can be compared with "unchanged pass + their
+   embedding".
 4. ``fleet``: the fleet's list step (``headwater.fleet.steps.list_source``: listing, deciding,
    storing the run's documents in Redis) against a ``chroma run`` server over the same data,
    unchanged and with ``--changed`` other files rewritten.
@@ -24,7 +25,8 @@ persisted sparse index) and the process's peak RSS:
 The load average is printed with every figure: the machine is shared, so compare within a run.
 
 Run: ``python -m bench.noop_pass [--documents N] [--chunks N] [--changed N] [--dir DIR] [--keep]``
-(``--dir`` reuses a corpus built there before: building it writes 200,000 records, ~7 minutes).
+(``--dir`` reuses a corpus built there before: building it writes 200,000 records, ~7 minutes;
+``--no-backfill`` then keeps its manifest and skips the first pass).
 """
 
 from __future__ import annotations
@@ -33,7 +35,6 @@ import argparse
 import json
 import os
 import random
-import resource
 import shutil
 import subprocess
 import sys
@@ -131,11 +132,8 @@ def measure_embedded(base: Path, kind: str, changed: list[str]) -> dict:
     with open_engine(settings_for(base)) as engine:
         opened = time.perf_counter() - started
         embed_seconds = None
-        if kind == "changed":  # loading the models and the parsers is not the pass
-            from workers.parse import parse_document
-
-            engine.dense.embed(["warm up"]), engine.sparse.encode(["warm up"])
-            parse_document("warm.md", b"# Warm\n\nup.\n")
+        if kind == "changed":  # loading and warming the models and parsers is not the pass
+            _embedding_time(engine, base, changed)
         begin = time.perf_counter()
         report = engine.sync(FolderConnector(SOURCE_ID, base / "source"))
         seconds = time.perf_counter() - begin
@@ -177,7 +175,10 @@ def measure_fleet(base: Path, redis_url: str, host: str, port: int) -> dict:
 
 
 def _peak_rss_mb() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+    """This process's peak RSS. Not getrusage's ru_maxrss: Linux carries the parent's peak across exec."""
+    with open("/proc/self/status") as status:
+        line = next(line for line in status if line.startswith("VmHWM:"))
+    return int(line.split()[1]) // 1024
 
 
 def run_measure(*args: str) -> dict:
@@ -202,6 +203,7 @@ def main() -> None:
     parser.add_argument("--changed", type=int, default=10)
     parser.add_argument("--dir", type=Path, help="build the corpus here, or reuse the one built here before")
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--no-backfill", action="store_true", help="with --dir: keep its manifest, skip the first pass")
     parser.add_argument("--measure", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.measure:
@@ -215,15 +217,16 @@ def main() -> None:
 
     base = args.dir or Path(tempfile.mkdtemp(prefix="headwater-noop-"))
     fresh = not (base / "data").is_dir()
+    results = {}
     if fresh:
         build(base, args.documents, args.chunks)
-    else:
+    elif not args.no_backfill:
         print(f"reusing the corpus in {base} (delete it to rebuild); its manifest is dropped to time the backfill")
         import chromadb
 
         chromadb.PersistentClient(path=str(base / "data")).delete_collection(COLLECTION + "__manifest")
-    results = {}
-    results["backfill"] = run_measure("backfill", str(base))
+    if fresh or not args.no_backfill:
+        results["backfill"] = run_measure("backfill", str(base))
     unchanged = [run_measure("unchanged", str(base)) for _ in range(3)]
     results["unchanged"] = sorted(unchanged, key=lambda r: r["pass_s"])[1]
     rng = random.Random(SEED)
