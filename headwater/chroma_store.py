@@ -290,6 +290,18 @@ class ChromaStore:
                     doc.metadatas.append(metadata)  # type: ignore[union-attr]
         return docs
 
+    def chunks_of(self, docs: Sequence[StoredDocument]) -> dict[str, StoredDocument]:
+        """These manifest-read documents read again from their chunks, fetched by id (no metadata filter)."""
+        wanted = [record_id for doc in docs for record_id in doc.ids]
+        found: dict[str, StoredDocument] = {}
+        for start in range(0, len(wanted), GET_IDS_LIMIT):
+            got = self.collection.get(ids=wanted[start:start + GET_IDS_LIMIT], include=["metadatas"])
+            for record_id, metadata in zip(got["ids"], got["metadatas"]):
+                doc = found.setdefault(metadata[URI], StoredDocument(uri=metadata[URI], chunker=self.chunker))
+                doc.ids.append(record_id)
+                doc.metadatas.append(metadata)  # type: ignore[union-attr]
+        return found
+
     def vectors_by_content_hash(self, hashes: Sequence[str]) -> dict[str, tuple[list[float], str]]:
         """Dense vector and encoded sparse vector of any stored chunk with each content hash.
 

@@ -294,7 +294,8 @@ class SyncEngine:
         uris = [item.change.uri for item in window if item.action == "index"
                 and item.change.uri in stored and stored[item.change.uri].metadatas is None]
         if uris:
-            found = self.store.document_chunks(window[0].change.source_id, uris)
+            # A complete entry names exactly its document's chunks: read them by id.
+            found = self.store.chunks_of([stored[uri] for uri in uris])
             for uri in uris:  # chunks gone behind the manifest's back: plan it as new
                 stored[uri] = found.get(uri) or StoredDocument(uri, chunker=self.store.chunker)
 
