@@ -130,7 +130,6 @@ class SyncEngine:
         if stored is None:
             stored = self.store.documents(source_id, list(latest))
         report = report or SyncReport(source_id=source_id)
-        writer = BatchWriter(self.store)
 
         deletes = {uri for uri, c in latest.items() if c.op is Op.DELETE and uri in stored}
         todo = []
@@ -144,8 +143,12 @@ class SyncEngine:
             else:
                 todo.append(change)
         self.progress.start(len(todo) + len(deletes))
+        # A lazily opened sparse index opens while the documents are read and embedded; every write
+        # waits for it, since it must see them all.
+        opening = None
         if (todo or deletes) and isinstance(self.sparse_index, Lazy):
-            self.sparse_index.materialize()  # before the first write, which it must see
+            opening = ThreadPoolExecutor(1, thread_name_prefix="headwater-index").submit(self.sparse_index.materialize)
+        writer = BatchWriter(self.store, before_write=opening.result if opening else None)
 
         # Documents about to disappear, by content: a new document with the same bytes is a rename.
         vanishing = {stored[uri].doc_hash: uri for uri in sorted(deletes) if stored[uri].complete}

@@ -30,6 +30,8 @@ class BatchWriter:
     deletes: dict[str, None] = field(default_factory=dict)  # an ordered set
     # (source, uri) -> the document's manifest entry after this flush; None removes it.
     entries: dict[tuple[str, str], ManifestEntry | None] = field(default_factory=dict)
+    # Called before anything is written (the embedded engine's sparse index must be open by then).
+    before_write: Callable[[], object] | None = None
     # Called between the chunk writes and the manifest writes (the fleet's crash point there).
     after_chunks: Callable[[], None] | None = None
     written: int = 0
@@ -67,6 +69,8 @@ class BatchWriter:
 
     def flush(self) -> None:
         """Write everything pending, in store-limited batches."""
+        if self.before_write is not None and (self.records or self.updates or self.deletes or self.entries):
+            self.before_write()
         entries, self.entries = self.entries, {}
         if entries:
             self.store.manifest.mark_incomplete(list(entries))
