@@ -72,27 +72,47 @@ class FolderConnector:
     # Lister ----------------------------------------------------------------------------------
 
     def list_documents(self) -> Iterator[DocumentChange]:
-        """Every wanted file; raises ListingError if any directory cannot be read (nothing is then deleted)."""
+        """Every wanted file, streamed; raises ListingError if any directory cannot be read (nothing is then deleted).
+
+        Directories are read with scandir, depth first in name order: a regular file costs one
+        lstat, and only symbolic links pay for resolving where they lead.
+        """
         if not self.root.is_dir():
             raise ListingError(f"{self.root} is no longer a readable directory (unmounted or removed?)")
+        pending = [("", str(self.root))]  # (uri prefix, path) of directories still to read
+        while pending:
+            prefix, directory = pending.pop()
+            try:
+                with os.scandir(directory) as listing:
+                    entries = sorted(listing, key=lambda e: e.name)
+            except OSError as error:
+                raise ListingError(f"cannot list {error.filename or directory} ({error.strerror or type(error).__name__}); "
+                                   "fix its permissions or exclude it — the pass stopped so that nothing under it "
+                                   "is mistaken for deleted") from error
+            subdirectories = []
+            for entry in entries:
+                uri = prefix + entry.name
+                if entry.is_dir(follow_symlinks=False):
+                    if self.wants_dir(uri):
+                        subdirectories.append((uri + "/", entry.path))
+                elif self._wants_listed(uri):
+                    change = self._change_for_entry(entry, uri)
+                    if change is not None:
+                        yield change
+            pending.extend(reversed(subdirectories))
 
-        def unreadable(error: OSError) -> None:
-            where = error.filename or self.root
-            raise ListingError(f"cannot list {where} ({error.strerror or type(error).__name__}); fix its "
-                               "permissions or exclude it — the pass stopped so that nothing under it is "
-                               "mistaken for deleted") from error
+    def _wants_listed(self, uri: str) -> bool:
+        """wants(), for a file whose directories the listing already accepted."""
+        return not any(_match(uri, p) for p in self.exclude) and any(_match(uri, p) for p in self.include)
 
-        for directory, dirnames, filenames in os.walk(self.root, onerror=unreadable, followlinks=False):
-            base = Path(directory)
-            dirnames[:] = sorted(d for d in dirnames if self.wants_dir(self._uri(base / d) or ""))
-            for name in sorted(filenames):
-                path = base / name
-                uri = self._uri(path)
-                if uri is None or not self.wants(uri):
-                    continue
-                change = self._change_for(path, uri)
-                if change is not None:
-                    yield change
+    def _change_for_entry(self, entry: os.DirEntry, uri: str) -> DocumentChange | None:
+        if entry.is_symlink():  # may lead out of the root: checked the slow way
+            return self._change_for(Path(entry.path), uri)
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            return None  # vanished mid-listing; a later event or scan catches up
+        return self._change_from_stat(st, uri)
 
     def wants_dir(self, uri: str) -> bool:
         return not any(_match(uri, p) or _match(uri + "/", p) for p in self.exclude)
@@ -102,7 +122,12 @@ class FolderConnector:
             st = path.stat() if self._inside_root(path) else None
         except OSError:
             return None  # vanished or unreadable link; a later event or scan catches up
-        if st is None or not stat_module.S_ISREG(st.st_mode):
+        if st is None:
+            return None
+        return self._change_from_stat(st, uri)
+
+    def _change_from_stat(self, st: os.stat_result, uri: str) -> DocumentChange | None:
+        if not stat_module.S_ISREG(st.st_mode):
             return None
         # A file's mtime orders its changes (live changes of one uri are applied newest-last).
         return DocumentChange(self.source_id, uri, Op.UPSERT, version=file_version(st), sequence=f"{st.st_mtime_ns:020d}")

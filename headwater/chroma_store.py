@@ -7,12 +7,13 @@ version and content hash, so every "has this changed?" decision is read back fro
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import headwater.offline  # noqa: F401
 from headwater.errors import ConfigurationError
+from headwater.manifest import Manifest, ManifestEntry
 from headwater.settings import HARD_BATCH_CAP, Settings
 
 # Metadata keys every chunk record carries.
@@ -34,6 +35,7 @@ SPARSE_MODEL_KEY = "headwater_sparse_model"
 GET_IDS_LIMIT = 32_000
 IN_VALUES_LIMIT = 16_000
 PAGE = 2_000
+HASH_PAGE = 1_000  # records one content-hash lookup holds at a time
 
 # Called after each write with the operation ("upsert", "update", "delete"), ids and metadatas.
 WriteObserver = Callable[[str, Sequence[str], Sequence[dict[str, Any]] | None], None]
@@ -91,21 +93,34 @@ def make_client(settings: Settings, *, fleet: bool = False) -> Any:
 
 @dataclass
 class StoredDocument:
-    """What the collection holds for one document."""
+    """What the collection holds for one document: read from its chunks, or from its manifest entry.
+
+    Read from the manifest, `metadatas` is None (the chunks were not read): enough to decide whether
+    the document changed, to touch or delete it; planning a new version reads its chunks.
+    """
 
     uri: str
     ids: list[str] = field(default_factory=list)
-    metadatas: list[dict[str, Any]] = field(default_factory=list)
+    metadatas: list[dict[str, Any]] | None = field(default_factory=list)
     # The fingerprint today's chunker writes; None when the reader does not check it.
     chunker: str | None = None
+    entry: ManifestEntry | None = None
+
+    @classmethod
+    def from_entry(cls, entry: ManifestEntry, chunker: str | None) -> StoredDocument:
+        return cls(uri=entry.uri, ids=list(entry.ids), metadatas=None, chunker=chunker, entry=entry)
 
     @property
     def doc_hash(self) -> str | None:
+        if self.metadatas is None:
+            return self.entry.doc_hash  # type: ignore[union-attr]
         hashes = {m.get(DOC_HASH) for m in self.metadatas}
         return hashes.pop() if len(hashes) == 1 else None
 
     @property
     def doc_version(self) -> str | None:
+        if self.metadatas is None:
+            return self.entry.doc_version  # type: ignore[union-attr]
         versions = {m.get(DOC_VERSION) for m in self.metadatas}
         return versions.pop() if len(versions) == 1 else None
 
@@ -116,16 +131,32 @@ class StoredDocument:
         A write that was cut short is not complete; neither is a document chunked with other rules
         or sizes, so every "unchanged?" check sends it through parsing and chunking again.
         """
+        if self.metadatas is None:  # only complete entries are read as documents (ChromaStore.documents)
+            return self.current_chunker
         counts = {m.get(CHUNK_COUNT) for m in self.metadatas}
         return (self.doc_hash is not None and self.doc_version is not None and len(counts) == 1
                 and counts.pop() == len(self.ids) and self.current_chunker)
 
     @property
     def current_chunker(self) -> bool:
+        if self.metadatas is None:
+            return self.chunker is None or self.entry.chunker == self.chunker  # type: ignore[union-attr]
         return self.chunker is None or all(m.get(CHUNKER) == self.chunker for m in self.metadatas)
 
     def by_id(self) -> dict[str, dict[str, Any]]:
+        assert self.metadatas is not None, "a manifest-read document has no chunk metadata; read its chunks"
         return dict(zip(self.ids, self.metadatas))
+
+    def manifest_entry(self, source_id: str) -> ManifestEntry:
+        """The entry this document's chunks (or its entry) amount to: a copy to change and write."""
+        if self.metadatas is None:
+            return replace(self.entry, ids=list(self.ids))  # type: ignore[type-var]
+        order = sorted(range(len(self.ids)), key=lambda n: (self.metadatas or [{}])[n].get(CHUNK_INDEX) or 0)
+        chunkers = {m.get(CHUNKER) for m in self.metadatas or ()}
+        return ManifestEntry(source_id=source_id, uri=self.uri, doc_version=self.doc_version,
+                             doc_hash=self.doc_hash, ids=[self.ids[n] for n in order],
+                             chunker=chunkers.pop() if len(chunkers) == 1 else None,
+                             complete=StoredDocument(self.uri, self.ids, self.metadatas).complete)
 
 
 class ChromaStore:
@@ -133,13 +164,18 @@ class ChromaStore:
 
     def __init__(self, client: Any, collection: str, *, batch_size: int = HARD_BATCH_CAP,
                  dense_model: str = "", sparse_model: str = "", observers: Sequence[WriteObserver] = (),
-                 create: bool = True, cloud: bool = False, chunker: str | None = None) -> None:
+                 create: bool = True, cloud: bool = False, chunker: str | None = None,
+                 single_writer: bool = False) -> None:
         self.client = client
         self.cloud = cloud
+        # An embedded directory is written by one process (headwater.path_lock): what it reads
+        # cannot change under it, so it may write manifest entries from what it read.
+        self.single_writer = single_writer
         self.chunker = chunker  # stored documents cut by another chunker read as incomplete
         self.batch_limit = write_batch_limit(batch_size, client.get_max_batch_size(), cloud)
         self.observers = list(observers)
         self.collection = self._open(collection, dense_model, sparse_model, create)
+        self.manifest = Manifest(client, collection, self.batch_limit, create=create, cloud=cloud)
 
     @classmethod
     def from_settings(cls, settings: Settings, *, fleet: bool = False, **options: Any) -> ChromaStore:
@@ -153,7 +189,7 @@ class ChromaStore:
                                      "(or HEADWATER_CHROMA_PATH), or run `headwater sync` first")
         options.setdefault("chunker", chunker_fingerprint(settings))
         return cls(make_client(settings, fleet=fleet), settings.collection, batch_size=settings.upsert_batch_size,
-                   cloud=settings.is_cloud, **options)
+                   cloud=settings.is_cloud, single_writer=embedded, **options)
 
     def _open(self, name: str, dense_model: str, sparse_model: str, create: bool) -> Any:
         from chromadb.api.types import Schema, StringInvertedIndexConfig, VectorIndexConfig
@@ -195,8 +231,50 @@ class ChromaStore:
 
     # Reads -----------------------------------------------------------------------------------
 
-    def documents(self, source_id: str, uris: Sequence[str] | None = None) -> dict[str, StoredDocument]:
-        """Stored documents of a source (all of them, or just these uris), grouped by uri."""
+    def documents(self, source_id: str, uris: Sequence[str] | None = None, *,
+                  backfill: bool = False) -> dict[str, StoredDocument]:
+        """Stored documents of a source (all of them, or just these uris), by uri.
+
+        Read from the manifest where it holds a complete entry (O(documents) small records), else
+        from the document's chunks. On a source the manifest does not cover yet, all documents are
+        read from their chunks, and `backfill` (a full pass) writes their entries so the next pass
+        need not.
+        """
+        covered = self.manifest.covers(source_id)
+        if uris is None and not covered:
+            docs = self.document_chunks(source_id)
+            if backfill:
+                self._backfill(source_id, docs)
+            return docs
+        docs: dict[str, StoredDocument] = {}
+        cut_short: set[str] = set()  # an entry a write cut short: its chunks say what is there
+        for entry in self.manifest.entries(source_id, uris):
+            if entry.complete:
+                docs[entry.uri] = StoredDocument.from_entry(entry, self.chunker)
+            else:
+                cut_short.add(entry.uri)
+        unsure = set(cut_short)
+        if uris is not None and not covered:  # chunks written before the manifest existed have no entry
+            unsure.update(uri for uri in uris if uri not in docs)
+        if unsure:
+            from_chunks = self.document_chunks(source_id, sorted(unsure))
+            docs.update(from_chunks)
+            # An incomplete entry whose chunks are all gone still names a document the pass must forget.
+            docs.update({uri: StoredDocument(uri, chunker=self.chunker) for uri in cut_short if uri not in from_chunks})
+        return docs
+
+    def _backfill(self, source_id: str, docs: dict[str, StoredDocument]) -> None:
+        """Entries for documents written before the manifest existed, then the source counts as covered.
+
+        Documents that already have an entry keep it: a concurrent writer's entry is newer than
+        what these chunk reads saw.
+        """
+        has_entry = {entry.uri for entry in self.manifest.entries(source_id)}
+        self.manifest.write([doc.manifest_entry(source_id) for uri, doc in docs.items() if uri not in has_entry])
+        self.manifest.mark_covered(source_id)
+
+    def document_chunks(self, source_id: str, uris: Sequence[str] | None = None) -> dict[str, StoredDocument]:
+        """Stored documents of a source (all of them, or just these uris) read from their chunks' metadata."""
         docs: dict[str, StoredDocument] = {}
         if uris is None:
             filters: Iterable[dict[str, Any]] = [{SOURCE_ID: source_id}]
@@ -209,19 +287,46 @@ class ChromaStore:
                 for record_id, metadata in zip(ids, metadatas):
                     doc = docs.setdefault(metadata[URI], StoredDocument(uri=metadata[URI], chunker=self.chunker))
                     doc.ids.append(record_id)
-                    doc.metadatas.append(metadata)
+                    doc.metadatas.append(metadata)  # type: ignore[union-attr]
         return docs
 
+    def chunks_of(self, docs: Sequence[StoredDocument]) -> dict[str, StoredDocument]:
+        """These manifest-read documents read again from their chunks, fetched by id (no metadata filter)."""
+        wanted = [record_id for doc in docs for record_id in doc.ids]
+        found: dict[str, StoredDocument] = {}
+        for start in range(0, len(wanted), GET_IDS_LIMIT):
+            got = self.collection.get(ids=wanted[start:start + GET_IDS_LIMIT], include=["metadatas"])
+            for record_id, metadata in zip(got["ids"], got["metadatas"]):
+                doc = found.setdefault(metadata[URI], StoredDocument(uri=metadata[URI], chunker=self.chunker))
+                doc.ids.append(record_id)
+                doc.metadatas.append(metadata)  # type: ignore[union-attr]
+        return found
+
     def vectors_by_content_hash(self, hashes: Sequence[str]) -> dict[str, tuple[list[float], str]]:
-        """Dense vector and encoded sparse vector of any stored chunk with each content hash."""
+        """Dense vector and encoded sparse vector of any stored chunk with each content hash.
+
+        Memory is bounded by HASH_PAGE records per call however many copies of a text the collection
+        holds (a licence header in every file): each call asks only for hashes not yet found, so it
+        finds at least one new hash or ends the search.
+        """
         found: dict[str, tuple[list[float], str]] = {}
         unique = sorted(set(hashes))
         for start in range(0, len(unique), IN_VALUES_LIMIT):
-            where = {CONTENT_HASH: {"$in": unique[start:start + IN_VALUES_LIMIT]}}
-            result = self.collection.get(where=where, include=["embeddings", "metadatas"])
-            for embedding, metadata in zip(result["embeddings"], result["metadatas"]):
-                if SPARSE in metadata:
-                    found.setdefault(metadata[CONTENT_HASH], (list(embedding), metadata[SPARSE]))
+            remaining = set(unique[start:start + IN_VALUES_LIMIT])
+            while remaining:
+                result = self.collection.get(where={CONTENT_HASH: {"$in": sorted(remaining)}},
+                                             include=["embeddings", "metadatas"], limit=HASH_PAGE)
+                if not result["ids"]:
+                    break
+                new = 0
+                for embedding, metadata in zip(result["embeddings"], result["metadatas"]):
+                    h = metadata[CONTENT_HASH]
+                    if h in remaining and SPARSE in metadata:
+                        found[h] = (list(embedding), metadata[SPARSE])
+                        remaining.discard(h)
+                        new += 1
+                if not new or len(result["ids"]) < HASH_PAGE:
+                    break  # every copy of the rest was seen (or none carries a sparse vector)
         return found
 
     def records(self, ids: Sequence[str]) -> dict[str, tuple[str, list[float], dict[str, Any]]]:

@@ -9,7 +9,7 @@ unless the user says it is meant (--allow-mass-delete).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Container, Iterable, Mapping
 from typing import Any
 
 from headwater.errors import ConfigurationError
@@ -35,7 +35,10 @@ def check_deletions(source_id: str, stored: int, deleting: int, listed: int, all
             "run the sync again with --allow-mass-delete")
 
 
-def likely_deletions(stored: Mapping[str, Any], listed: Mapping[str, Any]) -> int:
-    """Stored documents the listing lacks, less those whose version reappears under a new uri (renames)."""
-    new_versions = {change.version for uri, change in listed.items() if uri not in stored}
+def likely_deletions(stored: Mapping[str, Any], listed: Container[str], changed: Iterable[Any]) -> int:
+    """Stored documents the listing lacks, less those whose version reappears under a new uri (renames).
+
+    `listed` holds every listed uri, `changed` at least the listed documents that are not stored.
+    """
+    new_versions = {change.version for change in changed if change.uri not in stored}
     return sum(1 for uri, doc in stored.items() if uri not in listed and doc.doc_version not in new_versions)

@@ -13,6 +13,7 @@ from typing import Any
 from headwater import chroma_store as keys
 from headwater.chroma_store import StoredDocument
 from headwater.ids import chunk_ids, content_hash
+from headwater.manifest import ManifestEntry
 from headwater.models import Chunk, ChunkRecord, DocumentChange
 
 
@@ -35,6 +36,7 @@ class DocumentPlan:
     updates: dict[str, dict[str, Any]] = field(default_factory=dict)
     stale: list[str] = field(default_factory=list)
     kept: int = 0
+    entry: ManifestEntry | None = None  # the document's manifest entry once the plan is written
 
 
 def unchanged_by_version(stored: StoredDocument | None, change: DocumentChange) -> bool:
@@ -77,5 +79,9 @@ def plan_document(facts: DocumentFacts, chunks: list[Chunk], stored: StoredDocum
             plan.updates[record_id] = metadata
     kept = set(ids)
     plan.stale = [i for i in existing if i not in kept]
+    chunkers = {c.chunker for c in chunks}
+    plan.entry = ManifestEntry(source_id=facts.source_id, uri=facts.uri, doc_version=facts.doc_version,
+                               doc_hash=facts.doc_hash, ids=ids,
+                               chunker=chunkers.pop() if len(chunkers) == 1 else None)
     return plan
 

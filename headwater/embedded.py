@@ -32,8 +32,11 @@ def open_engine(settings: Settings, progress: Progress | None = None,
                                           sparse_model=sparse_identity(settings.sparse_model_dir), observers=observers)
         index = None
         if not remote:
-            index = open_sparse_index(store, sparse_index_dir(settings), save=True)
-            store.observers.append(index.written)
+            # Opened when a pass has something to write (SyncEngine.apply) or a search needs it: an
+            # unchanged pass over 200,000 chunks must not spend seconds and hundreds of MB loading it.
+            directory = sparse_index_dir(settings)
+            index = Lazy(lambda: open_sparse_index(store, directory, save=True))
+            store.observers.append(lambda operation, ids, metadatas: index.written(operation, ids, metadatas))
         elif not settings.is_cloud:  # Chroma Cloud indexes the sparse vectors itself
             _log_writes(settings, store)
         yield SyncEngine(store, dense, sparse, settings, progress, sparse_index=index)

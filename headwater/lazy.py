@@ -38,5 +38,9 @@ class Lazy:
                 self._built = self._factory()
             return self._built
 
+    def materialize(self) -> Any:
+        """Build it now (before work that must find it already built)."""
+        return self._get()
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._get(), name)

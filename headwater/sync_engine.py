@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
@@ -23,7 +24,8 @@ from headwater.chroma_store import ChromaStore, StoredDocument
 from headwater.errors import DocumentVanished, PermanentDocumentError, RetryableError, SkippedDocument
 from headwater import outcomes
 from headwater.deletion_guard import check_deletions, likely_deletions
-from headwater.document_plan import DocumentFacts, plan_document, unchanged_by_version
+from headwater.document_plan import DocumentFacts, DocumentPlan, plan_document, unchanged_by_version
+from headwater.lazy import Lazy
 from headwater.outcomes import write_outcome
 from headwater.models import Chunk, ChunkRecord, DocumentChange, Op
 from headwater.report import SyncReport
@@ -77,7 +79,7 @@ class SyncEngine:
     """Runs sync passes for any connector that can list and read, writing through one ChromaStore."""
 
     def __init__(self, store: ChromaStore, dense: DenseEmbedder, sparse: SpladeEncoder, settings: Settings,
-                 progress: Progress | None = None, sparse_index: SparseIndex | None = None) -> None:
+                 progress: Progress | None = None, sparse_index: SparseIndex | Lazy | None = None) -> None:
         self.store = store
         self.dense = dense
         self.sparse = sparse
@@ -94,23 +96,42 @@ class SyncEngine:
 
         The listing is trusted only when it completed (a ListingError stops the pass before any
         write), and a pass that would empty or mostly empty the source is refused unless allowed.
+        The listing is streamed against the manifest: an unchanged document costs its uri, and only
+        changed documents are held.
         """
-        listed = {change.uri: change for change in connector.list_documents()}
-        stored = self.store.documents(connector.source_id)
-        gone = [DocumentChange(connector.source_id, uri, Op.DELETE) for uri in stored if uri not in listed]
-        check_deletions(connector.source_id, len(stored), likely_deletions(stored, listed), len(listed),
+        source_id = connector.source_id
+        # Not covered yet: this pass writes every entry (a backfill). Covered: entries a crash left
+        # incomplete over complete chunks are written again, where no other writer can race us.
+        repair = self.store.single_writer and self.store.manifest.covers(source_id)
+        stored = self.store.documents(source_id, backfill=True)
+        report = SyncReport(source_id=source_id)
+        listed: set[str] = set()
+        changed: list[DocumentChange] = []
+        repaired = []
+        for change in connector.list_documents():
+            listed.add(change.uri)
+            doc = stored.get(change.uri)
+            if unchanged_by_version(doc, change):
+                report.unchanged += 1
+                report.chunks_unchanged += len(doc.ids)  # type: ignore[union-attr]
+                if repair and doc.entry is None:  # type: ignore[union-attr]  (its entry was cut short)
+                    repaired.append(doc.manifest_entry(source_id))  # type: ignore[union-attr]
+            else:
+                changed.append(change)
+        gone = [DocumentChange(source_id, uri, Op.DELETE) for uri in stored if uri not in listed]
+        check_deletions(source_id, len(stored), likely_deletions(stored, listed, changed), len(listed),
                         allow_mass_delete)
-        return self.apply(connector, [*listed.values(), *gone], stored)
+        self.store.manifest.write(repaired)
+        return self.apply(connector, [*changed, *gone], stored, report)
 
     def apply(self, connector: Reader | Any, changes: Iterable[DocumentChange],
-              stored: dict[str, StoredDocument] | None = None) -> SyncReport:
+              stored: dict[str, StoredDocument] | None = None, report: SyncReport | None = None) -> SyncReport:
         """An incremental pass over these changes (the last change per uri wins)."""
         source_id = connector.source_id
         latest = {change.uri: change for change in changes}
         if stored is None:
             stored = self.store.documents(source_id, list(latest))
-        report = SyncReport(source_id=source_id)
-        writer = BatchWriter(self.store)
+        report = report or SyncReport(source_id=source_id)
 
         deletes = {uri for uri, c in latest.items() if c.op is Op.DELETE and uri in stored}
         todo = []
@@ -124,6 +145,12 @@ class SyncEngine:
             else:
                 todo.append(change)
         self.progress.start(len(todo) + len(deletes))
+        # A lazily opened sparse index opens while the documents are read and embedded; every write
+        # waits for it, since it must see them all.
+        opening = None
+        if (todo or deletes) and isinstance(self.sparse_index, Lazy):
+            opening = ThreadPoolExecutor(1, thread_name_prefix="headwater-index").submit(self.sparse_index.materialize)
+        writer = BatchWriter(self.store, before_write=opening.result if opening else None)
 
         # Documents about to disappear, by content: a new document with the same bytes is a rename.
         vanishing = {stored[uri].doc_hash: uri for uri in sorted(deletes) if stored[uri].complete}
@@ -140,12 +167,12 @@ class SyncEngine:
             reader.join()
 
         for uri in sorted(deletes):
-            write_outcome(writer, outcomes.removed(uri, stored[uri], outcomes.DELETED))
+            write_outcome(writer, outcomes.removed(source_id, uri, stored[uri], outcomes.DELETED))
             report.deleted += 1
             report.chunks_deleted += len(stored[uri].ids)
             self.progress.document_done(uri)
         writer.flush()
-        if self.sparse_index is not None:
+        if self.sparse_index is not None and (todo or deletes):
             self.sparse_index.persist()
         report.chunks_written = writer.written
         return report.finish()
@@ -229,7 +256,8 @@ class SyncEngine:
 
     def _write_window(self, window: list[_Item], stored: dict[str, StoredDocument], writer: BatchWriter,
                       report: SyncReport, deletes: set[str]) -> None:
-        planned: list[tuple[_Item, list[ChunkRecord], dict[str, dict[str, Any]], list[str]]] = []
+        planned: list[tuple[_Item, DocumentPlan]] = []
+        self._read_chunks(window, stored)
         for item in window:
             uri = item.change.uri
             doc = stored.get(uri)
@@ -238,23 +266,25 @@ class SyncEngine:
             elif item.action == "skip":
                 report.skip(uri, item.reason)
                 # Now empty, unsupported or gone: its old chunks would mislead.
-                write_outcome(writer, outcomes.removed(uri, doc, outcomes.SKIPPED, item.reason))
+                write_outcome(writer, outcomes.removed(item.change.source_id, uri, doc, outcomes.SKIPPED, item.reason))
                 report.chunks_deleted += len(doc.ids) if doc else 0
             elif item.action == "touch":
-                write_outcome(writer, outcomes.touched(doc, self._version(item), _mtime(item)))  # type: ignore[arg-type]
+                write_outcome(writer, outcomes.touched(item.change.source_id, doc, self._version(item),  # type: ignore[arg-type]
+                                                       _mtime(item)))
                 report.unchanged += 1
                 report.chunks_unchanged += len(doc.ids)  # type: ignore[union-attr]
             else:
                 planned.append(self._plan(item, doc, report))
         if planned:
-            self._attach_vectors([r for _, records, _, _ in planned for r in records], report)
-        for item, records, updates, stale in planned:
-            write_outcome(writer, outcomes.indexed(item.change.uri, records, updates, stale))
-            report.chunks_deleted += len(stale)
+            self._attach_vectors([r for _, plan in planned for r in plan.records], report)
+        for item, plan in planned:
+            write_outcome(writer, outcomes.indexed(plan))
+            report.chunks_deleted += len(plan.stale)
             if item.moved_from in deletes:
                 deletes.discard(item.moved_from)
                 origin = stored[item.moved_from]
-                write_outcome(writer, outcomes.removed(item.moved_from, origin, outcomes.DELETED))
+                write_outcome(writer, outcomes.removed(item.change.source_id, item.moved_from, origin,
+                                                       outcomes.DELETED))
                 report.chunks_deleted += len(origin.ids)  # the records under the old path are gone
                 report.moved += 1
             elif stored.get(item.change.uri):
@@ -264,8 +294,17 @@ class SyncEngine:
         for item in window:
             self.progress.document_done(item.change.uri)
 
-    def _plan(self, item: _Item, doc: StoredDocument | None,
-              report: SyncReport) -> tuple[_Item, list[ChunkRecord], dict[str, dict[str, Any]], list[str]]:
+    def _read_chunks(self, window: list[_Item], stored: dict[str, StoredDocument]) -> None:
+        """Documents about to be planned need their chunks' metadata, which the manifest does not hold."""
+        uris = [item.change.uri for item in window if item.action == "index"
+                and item.change.uri in stored and stored[item.change.uri].metadatas is None]
+        if uris:
+            # A complete entry names exactly its document's chunks: read them by id.
+            found = self.store.chunks_of([stored[uri] for uri in uris])
+            for uri in uris:  # chunks gone behind the manifest's back: plan it as new
+                stored[uri] = found.get(uri) or StoredDocument(uri, chunker=self.store.chunker)
+
+    def _plan(self, item: _Item, doc: StoredDocument | None, report: SyncReport) -> tuple[_Item, DocumentPlan]:
         """New records to embed, metadata updates for kept chunks, and stale ids, for one document."""
         facts = DocumentFacts(
             source_id=item.change.source_id, uri=item.change.uri, doc_version=self._version(item),
@@ -273,7 +312,7 @@ class SyncEngine:
             mime_type=item.parsed.mime_type, parser=item.parsed.parser)  # type: ignore[union-attr]
         plan = plan_document(facts, item.chunks or [], doc)
         report.chunks_unchanged += plan.kept
-        return item, plan.records, plan.updates, plan.stale
+        return item, plan
 
     def _attach_vectors(self, records: list[ChunkRecord], report: SyncReport) -> None:
         """Fill in vectors: copied from identical stored chunks where possible, else computed once per text."""

@@ -5,14 +5,20 @@ being replaced is never missing from the collection and a write cut short leaves
 next sync recognises as incomplete (see StoredDocument.complete). A batch never holds one id
 twice: the last write of an id wins before the batch is sent (Chroma refuses duplicate ids in
 one call, and two runs of the same document can meet in one batch).
+
+The documents of a flush have their manifest entries marked incomplete before any of their chunks
+are written, and recorded (or removed) only after all of them are (headwater.manifest): a flush
+cut short anywhere leaves entries the next pass distrusts, so it reads those documents' chunks.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from headwater.chroma_store import ChromaStore
+from headwater.manifest import ManifestEntry
 from headwater.models import ChunkRecord
 
 
@@ -22,6 +28,12 @@ class BatchWriter:
     records: dict[str, ChunkRecord] = field(default_factory=dict)
     updates: dict[str, dict[str, Any]] = field(default_factory=dict)
     deletes: dict[str, None] = field(default_factory=dict)  # an ordered set
+    # (source, uri) -> the document's manifest entry after this flush; None removes it.
+    entries: dict[tuple[str, str], ManifestEntry | None] = field(default_factory=dict)
+    # Called before anything is written (the embedded engine's sparse index must be open by then).
+    before_write: Callable[[], object] | None = None
+    # Called between the chunk writes and the manifest writes (the fleet's crash point there).
+    after_chunks: Callable[[], None] | None = None
     written: int = 0
 
     def upsert(self, records: list[ChunkRecord]) -> None:
@@ -29,8 +41,15 @@ class BatchWriter:
             self.updates.pop(record.id, None)
             self.deletes.pop(record.id, None)
             self.records[record.id] = record
+
+    def flush_if_full(self) -> None:
+        """Flush once a batch's worth of records is pending (called between documents, never within one)."""
         if len(self.records) >= self.store.batch_limit:
             self.flush()
+
+    def document(self, source_id: str, uri: str, entry: ManifestEntry | None) -> None:
+        """Record a document's manifest entry (None: remove it) once its queued chunk writes are done."""
+        self.entries[(source_id, uri)] = entry
 
     def update(self, record_id: str, metadata: dict[str, Any]) -> None:
         """Chroma merges metadata on update (a key set to None is removed); merging here does the same."""
@@ -50,6 +69,11 @@ class BatchWriter:
 
     def flush(self) -> None:
         """Write everything pending, in store-limited batches."""
+        if self.before_write is not None and (self.records or self.updates or self.deletes or self.entries):
+            self.before_write()
+        entries, self.entries = self.entries, {}
+        if entries:
+            self.store.manifest.mark_incomplete(list(entries))
         if self.records:
             records, self.records = list(self.records.values()), {}
             self.store.upsert([r.id for r in records], [r.text for r in records],
@@ -61,3 +85,9 @@ class BatchWriter:
         if self.deletes:
             deletes, self.deletes = list(self.deletes), {}
             self.store.delete(deletes)
+        if not entries:
+            return
+        if self.after_chunks is not None:
+            self.after_chunks()
+        self.store.manifest.write([e for e in entries.values() if e is not None])
+        self.store.manifest.remove([doc for doc, e in entries.items() if e is None])

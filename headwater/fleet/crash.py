@@ -22,7 +22,7 @@ POINTS = (
     "parse.after_plan", "parse.after_commit", "parse.after_send", "parse.after_payload_delete",
     "dense.after_take", "dense.after_vectors", "dense.after_commit",
     "sparse.after_take", "sparse.after_vectors", "sparse.after_commit",
-    "flush.after_take", "flush.after_write", "flush.after_commit",
+    "flush.after_take", "flush.after_chunks", "flush.after_write", "flush.after_commit",
     "finish.after_delete",
 )
 

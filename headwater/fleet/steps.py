@@ -24,7 +24,6 @@ from typing import Any
 
 from headwater import chroma_store as ckeys
 from headwater import outcomes
-from headwater.chroma_store import StoredDocument
 from headwater.deletion_guard import check_deletions, likely_deletions
 from headwater.document_plan import DocumentFacts, plan_document, unchanged_by_version
 from headwater.errors import (ConfigurationError, DocumentVanished, ListingError, PermanentDocumentError,
@@ -143,19 +142,22 @@ def list_source(fleet: Fleet, run_id: str) -> None:
 
 
 def _store_listing(fleet: Fleet, run) -> None:  # noqa: ANN001
+    """Stream the listing against the manifest: an unchanged document costs its uri, only changed ones are held."""
     connector = fleet.connector(run.id)
-    listed = {change.uri: change for change in connector.list_documents()}  # a ListingError fails the run
-    stored = fleet.store(run.target).documents(run.source_id)
+    stored = fleet.store(run.target).documents(run.source_id, backfill=True)
     skipped = {k.decode(): v.decode() for k, v in fleet.redis.hgetall(keys.source(run.source_id, "skipped")).items()}
+    listed: set[str] = set()
     todo, unchanged = [], []
-    for uri, change in listed.items():
-        doc = stored.get(uri)
-        if unchanged_by_version(doc, change) or (doc is None and change.version and skipped.get(uri) == change.version):
-            unchanged.append(uri)
+    for change in connector.list_documents():  # a ListingError fails the run
+        listed.add(change.uri)
+        doc = stored.get(change.uri)
+        if unchanged_by_version(doc, change) or (doc is None and change.version and skipped.get(change.uri) == change.version):
+            unchanged.append(change.uri)
         else:
             todo.append(change)
     gone = [uri for uri in stored if uri not in listed]
-    check_deletions(run.source_id, len(stored), likely_deletions(stored, listed), len(listed), run.allow_mass_delete)
+    check_deletions(run.source_id, len(stored), likely_deletions(stored, listed, todo), len(listed),
+                    run.allow_mass_delete)
     fleet.runs.store_listing(run.id, todo, unchanged, gone, scanned=len(listed))
 
 
@@ -167,7 +169,6 @@ class _Fetched:
 
     data: bytes
     facts: dict[str, Any]
-    stored: StoredDocument | None
 
 
 def fetch(fleet: Fleet, run_id: str, uri: str) -> None:
@@ -186,17 +187,20 @@ def fetch(fleet: Fleet, run_id: str, uri: str) -> None:
             return
         stored = fleet.store(run.target).documents(run.source_id, [uri]).get(uri)
         if change.op is Op.DELETE:
-            _to_write_or_end(held, outcomes.removed(uri, stored, outcomes.DELETED), run.target.collection)
+            _to_write_or_end(held, outcomes.removed(run.source_id, uri, stored, outcomes.DELETED),
+                             run.target.collection)
             return
         try:
             fetched = fetch_document(fleet.connector(run_id), uri, fleet.settings.max_document_bytes)
         except DocumentVanished:
-            _to_write_or_end(held, outcomes.removed(uri, stored, outcomes.DELETED), run.target.collection)
+            _to_write_or_end(held, outcomes.removed(run.source_id, uri, stored, outcomes.DELETED),
+                             run.target.collection)
             return
         version = fetched.version or change.version or fetched.doc_hash
         modified_time = fetched.modified_time or change.observed_at
         if stored and stored.complete and stored.doc_hash == fetched.doc_hash:
-            _to_write_or_end(held, outcomes.touched(stored, version, modified_time), run.target.collection)
+            _to_write_or_end(held, outcomes.touched(run.source_id, stored, version, modified_time),
+                             run.target.collection)
             return
         # Stored before the commit: a parse re-driven after this task dies reads them from here.
         fleet.payloads.put_bytes(keys.doc_payload(run_id, uri, "bytes"), fetched.data)
@@ -207,9 +211,7 @@ def fetch(fleet: Fleet, run_id: str, uri: str) -> None:
         moved = held.commit("parse", (PARSE,))
         fleet.crash.reached("fetch.after_commit", uri)
         if moved.status == "next":
-            # The claim is held from here to the document's end, so what the collection held
-            # for it cannot change before the parse: it plans from the same read.
-            handed.append(_Fetched(fetched.data, facts, stored))
+            handed.append(_Fetched(fetched.data, facts))
 
     run_step(fleet, run_id, FETCH, uri, body)
     if handed:
@@ -224,21 +226,25 @@ def parse(fleet: Fleet, run_id: str, uri: str, fetched: _Fetched | None = None) 
         run = fleet.run(run_id)
         store = fleet.store(run.target)
         if fetched is not None:
-            data, facts_json, stored = fetched.data, fetched.facts, fetched.stored
+            data, facts_json = fetched.data, fetched.facts
         else:  # re-driven on its own: read what the fetch stored
             data = fleet.payloads.get_bytes(keys.doc_payload(run_id, uri, "bytes"))
             facts_json = fleet.payloads.get_json(keys.doc_payload(run_id, uri, "facts"))
             if data is None or facts_json is None:
                 raise PermanentDocumentError("its in-flight copy was lost (Redis emptied or the run outlived "
                                              "HEADWATER_PAYLOAD_TTL_SECONDS); the next sync reads it again")
-            stored = store.documents(run.source_id, [uri]).get(uri)
+        # Planning needs the chunks' metadata; the fetch read only the document's manifest entry.
+        stored = store.document_chunks(run.source_id, [uri]).get(uri)
         s = fleet.settings
         try:
             parsed = parse_document(uri, data)
             chunks = chunk_document(parsed, uri, s)
         except SkippedDocument as exc:
             fleet.redis.hset(keys.source(run.source_id, "skipped"), uri, facts_json["doc_version"])
-            _to_write_or_end(held, outcomes.removed(uri, stored, outcomes.SKIPPED, str(exc)), run.target.collection)
+            if stored is None:  # an entry a cut-short write left still has to go
+                stored = store.documents(run.source_id, [uri]).get(uri)
+            _to_write_or_end(held, outcomes.removed(run.source_id, uri, stored, outcomes.SKIPPED, str(exc)),
+                             run.target.collection)
             _drop_payload(fleet, run_id, uri, "bytes")
             return
         facts = DocumentFacts(**{**facts_json, "mime_type": parsed.mime_type, "parser": parsed.parser})
@@ -247,7 +253,7 @@ def parse(fleet: Fleet, run_id: str, uri: str, fetched: _Fetched | None = None) 
         for record in plan.records:
             if record.metadata[ckeys.CONTENT_HASH] in known:
                 record.embedding, record.metadata[ckeys.SPARSE] = known[record.metadata[ckeys.CONTENT_HASH]]
-        outcome = outcomes.indexed(uri, plan.records, plan.updates, plan.stale)
+        outcome = outcomes.indexed(plan)
         new_texts = {r.metadata[ckeys.CONTENT_HASH] for r in plan.records if r.embedding is None}
         if not new_texts:
             _to_write_or_end(held, outcome, run.target.collection)
@@ -416,7 +422,8 @@ def _write_batch(fleet: Fleet, taken: list[tuple[str, str]]) -> list[tuple[str, 
     ends = []
     for n, ((run_id, uri), plan) in enumerate(zip(taken, plans)):
         run = fleet.run(run_id)
-        writer = writer or BatchWriter(fleet.store(run.target))
+        writer = writer or BatchWriter(fleet.store(run.target),
+                                       after_chunks=lambda: fleet.crash.reached("flush.after_chunks"))
         ends.append(_queue_writes(fleet, writer, run, uri, plan, vectors[2 * n], vectors[2 * n + 1]))
     writer.flush()
     return ends
@@ -457,7 +464,7 @@ def finish(fleet: Fleet, run_id: str) -> None:
             writer = BatchWriter(store)
             for uri in gone:
                 if uri in stored and fleet.runs.claim_document(run.source_id, uri, run.seq):
-                    outcomes.write_outcome(writer, outcomes.removed(uri, stored[uri], outcomes.DELETED))
+                    outcomes.write_outcome(writer, outcomes.removed(run.source_id, uri, stored[uri], outcomes.DELETED))
             writer.flush()
             fleet.crash.reached("finish.after_delete")
             fleet.runs.mark_deleted(run_id, gone)

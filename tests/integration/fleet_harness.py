@@ -107,6 +107,13 @@ class FleetProcesses:
         got = store.collection.get(include=["documents", "metadatas"])
         return {i: (d, m) for i, d, m in zip(got["ids"], got["documents"], got["metadatas"])}
 
+    def manifest(self, collection: str, source_id: str) -> dict:
+        """uri -> (version, hash, chunk ids, complete) of the collection's manifest entries."""
+        from headwater.chroma_store import ChromaStore
+
+        store = ChromaStore.from_settings(self.settings(collection), create=False)
+        return {e.uri: (e.doc_version, e.doc_hash, e.ids, e.complete) for e in store.manifest.entries(source_id)}
+
     def embedded_texts(self) -> dict[str, int]:
         return {side: int(self.redis.get(f"{keys.EMBEDDED_TEXTS}:{side}") or 0) for side in ("dense", "sparse")}
 

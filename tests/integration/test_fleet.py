@@ -75,6 +75,9 @@ class Reference:
         got = self.store.collection.get(include=["documents", "metadatas"])
         return {i: (d, m) for i, d, m in zip(got["ids"], got["documents"], got["metadatas"])}
 
+    def manifest(self, source_id: str) -> dict:
+        return {e.uri: (e.doc_version, e.doc_hash, e.ids, e.complete) for e in self.store.manifest.entries(source_id)}
+
 
 @pytest.fixture
 def reference(tmp_path, dense, sparse) -> Reference:
@@ -127,6 +130,9 @@ def test_a_worker_killed_at_each_crash_point_loses_nothing(point, processes, col
     reference.sync(folder, "docs")
     want = reference.records()
     assert_same_records(processes.records(collection), want)
+    # The manifest is complete and true wherever the worker died (flush.after_chunks: between the
+    # chunk writes and the manifest write), so the next run's listing can trust it.
+    assert processes.manifest(collection, "docs") == reference.manifest("docs")
     # Nothing embedded twice, beyond the chunks of the one document whose worker was killed.
     per_document: dict[str, int] = {}
     for _, metadata in want.values():
@@ -174,6 +180,7 @@ def test_fleet_resyncs_equal_embedded_ones_through_edits_deletes_renames_and_bad
         assert run.status.value in ("complete", "complete_with_errors"), run.to_json()
         reference.sync(folder, "docs")
         assert_same_records(processes.records(collection), reference.records())
+        assert processes.manifest(collection, "docs") == reference.manifest("docs")
 
     both_sync()
     first = sorted(p for p in folder.rglob("*") if p.suffix in (".md", ".txt", ".html", ".csv"))

@@ -59,7 +59,7 @@ def test_a_kept_chunk_loses_the_metadata_keys_an_edit_removed(store):
     plan = plan_document(facts, [chunk], stored)
     assert plan.records == [] and plan.updates[chunk_id]["title"] is None
     writer = BatchWriter(store)
-    outcomes.write_outcome(writer, outcomes.indexed("a.md", plan.records, plan.updates, plan.stale))
+    outcomes.write_outcome(writer, outcomes.indexed(plan))
     writer.flush()
     (metadata,) = store.collection.get(ids=[chunk_id], include=["metadatas"])["metadatas"]
     assert "title" not in metadata and "section" not in metadata and metadata[keys.DOC_VERSION] == "v2"
@@ -67,12 +67,14 @@ def test_a_kept_chunk_loses_the_metadata_keys_an_edit_removed(store):
 
 def test_outcomes_say_which_writes_each_ending_needs():
     stored = StoredDocument("a.md", ["1", "2"], [{keys.DOC_VERSION: "v1", "modified_time": 1.0}] * 2)
-    assert outcomes.removed("a.md", stored, outcomes.SKIPPED).deletes == ["1", "2"]
-    assert not outcomes.removed("a.md", None, outcomes.DELETED).writes
+    gone = outcomes.removed("src", "a.md", stored, outcomes.SKIPPED)
+    assert gone.deletes == ["1", "2"] and gone.forget  # its manifest entry goes with its chunks
+    assert not outcomes.removed("src", "a.md", None, outcomes.DELETED).writes
     assert not outcomes.failed("a.md", "corrupt").writes  # what was indexed before stays
-    touched = outcomes.touched(stored, "v2", 2.0)
+    touched = outcomes.touched("src", stored, "v2", 2.0)
     assert touched.state == outcomes.UNCHANGED and set(touched.updates) == {"1", "2"}
-    assert not outcomes.touched(stored, "v1", 1.0).writes
+    assert touched.entry.doc_version == "v2" and touched.entry.ids == ["1", "2"]
+    assert not outcomes.touched("src", stored, "v1", 1.0).writes
     restored = outcomes.Outcome.from_json(touched.to_json())
     assert restored == touched
 
@@ -89,5 +91,5 @@ def test_mass_deletions_are_refused_unless_allowed():
 def test_renamed_documents_do_not_count_as_deletions():
     stored = {f"{n}.md": StoredDocument(f"{n}.md", ["x"], [{keys.DOC_VERSION: f"v{n}"}]) for n in range(4)}
     listed = {f"moved/{n}.md": DocumentChange("s", f"moved/{n}.md", Op.UPSERT, version=f"v{n}") for n in range(4)}
-    assert likely_deletions(stored, listed) == 0
-    assert likely_deletions(stored, {}) == 4
+    assert likely_deletions(stored, set(listed), listed.values()) == 0
+    assert likely_deletions(stored, set(), []) == 4

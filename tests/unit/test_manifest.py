@@ -1,0 +1,115 @@
+"""The per-document manifest: trusted only when complete, backfilled on old collections, bounded lookups."""
+
+from __future__ import annotations
+
+import pytest
+
+from headwater import chroma_store as keys
+from headwater import outcomes
+from headwater.chroma_store import ChromaStore
+from headwater.manifest import ManifestEntry
+from headwater.models import ChunkRecord
+from workers.upsert import BatchWriter
+
+
+@pytest.fixture
+def client(tmp_path):
+    import chromadb
+
+    return chromadb.PersistentClient(path=str(tmp_path / "chroma"))
+
+
+def chunk(uri: str, n: int, count: int, version: str = "v1", text: str | None = None) -> ChunkRecord:
+    text = text or f"{uri} chunk {n} {version}"
+    metadata = {keys.SOURCE_ID: "src", keys.URI: uri, keys.DOC_VERSION: version, keys.DOC_HASH: f"h-{version}",
+                keys.CONTENT_HASH: f"c-{text}", keys.CHUNK_INDEX: n, keys.CHUNK_COUNT: count,
+                keys.CHUNKER: "k1", keys.SPARSE: "sparse"}
+    return ChunkRecord(f"{uri}#{n}#{version}", text, metadata, [0.1, 0.2, float(n)])
+
+
+def write_chunks(store: ChromaStore, records: list[ChunkRecord]) -> None:
+    """Chunks written the way Headwater wrote them before the manifest existed."""
+    store.upsert([r.id for r in records], [r.text for r in records], [r.embedding for r in records],
+                 [r.metadata for r in records])
+
+
+def entry(uri: str, version: str = "v1", count: int = 2) -> ManifestEntry:
+    return ManifestEntry("src", uri, version, f"h-{version}", [f"{uri}#{n}#{version}" for n in range(count)], "k1")
+
+
+def test_an_old_collection_is_read_from_its_chunks_once_then_from_the_manifest(client):
+    store = ChromaStore(client, "old", chunker="k1")
+    write_chunks(store, [chunk("a.md", n, 2) for n in range(2)] + [chunk("b.md", 0, 2)])  # b.md was cut short
+    assert not store.manifest.covers("src")
+    first = store.documents("src", backfill=True)
+    assert first["a.md"].complete and not first["b.md"].complete and first["a.md"].metadatas is not None
+    assert store.manifest.covers("src")
+
+    again = store.documents("src")
+    assert again["a.md"].metadatas is None, "read from the manifest, not the chunks"
+    assert again["a.md"].complete and again["a.md"].ids == ["a.md#0#v1", "a.md#1#v1"]
+    assert again["b.md"].metadatas is not None and not again["b.md"].complete  # an incomplete entry: chunks
+
+
+def test_a_flush_marks_entries_incomplete_before_chunks_and_complete_after(client):
+    store = ChromaStore(client, "crash", chunker="k1")
+    store.documents("src", backfill=True)  # an empty source is covered at once
+    writer = BatchWriter(store)
+    seen = []
+    writer.after_chunks = lambda: seen.append(list(store.manifest.entries("src")))
+    records = [chunk("a.md", n, 2) for n in range(2)]
+    outcomes.write_outcome(writer, outcomes.Outcome("a.md", outcomes.INDEXED, upserts=records, source_id="src",
+                                                    entry=entry("a.md")))
+    writer.flush()
+    (during,) = seen
+    assert [e.complete for e in during] == [False], "between chunk and manifest writes the entry is distrusted"
+    assert store.documents("src")["a.md"].metadatas is None
+
+    def die() -> None:
+        raise SystemExit("killed between the chunk writes and the manifest write")
+
+    writer.after_chunks = die
+    v2 = [chunk("a.md", n, 2, "v2") for n in range(2)]
+    outcomes.write_outcome(writer, outcomes.Outcome("a.md", outcomes.INDEXED, upserts=v2,
+                                                    deletes=[r.id for r in records], source_id="src",
+                                                    entry=entry("a.md", "v2")))
+    with pytest.raises(SystemExit):
+        writer.flush()
+    doc = store.documents("src")["a.md"]
+    assert doc.metadatas is not None, "the cut-short entry sends the document back to its chunks"
+    assert doc.complete and doc.doc_version == "v2"
+
+
+def test_a_covered_source_without_an_entry_holds_nothing_and_removal_forgets(client):
+    store = ChromaStore(client, "gone", chunker="k1")
+    store.documents("src", backfill=True)
+    writer = BatchWriter(store)
+    outcomes.write_outcome(writer, outcomes.Outcome("a.md", outcomes.INDEXED, upserts=[chunk("a.md", 0, 1)],
+                                                    source_id="src", entry=entry("a.md", count=1)))
+    writer.flush()
+    assert set(store.documents("src", ["a.md", "never.md"])) == {"a.md"}
+    outcomes.write_outcome(writer, outcomes.removed("src", "a.md", store.documents("src")["a.md"], outcomes.DELETED))
+    writer.flush()
+    assert store.documents("src") == {} and store.count() == 0
+    assert list(store.manifest.entries("src")) == []
+
+
+def test_a_chunker_change_makes_manifest_documents_incomplete(client):
+    store = ChromaStore(client, "rules", chunker="k1")
+    store.documents("src", backfill=True)
+    store.manifest.write([entry("a.md")])
+    assert store.documents("src")["a.md"].complete
+    assert not ChromaStore(client, "rules", chunker="k2").documents("src")["a.md"].complete
+
+
+def test_content_hash_lookups_hold_a_bounded_page(client, monkeypatch):
+    store = ChromaStore(client, "hashes", chunker="k1")
+    boilerplate = [chunk(f"doc{n}.md", 0, 2, text="Licensed under the Apache License") for n in range(30)]
+    write_chunks(store, boilerplate + [chunk("x.md", 1, 2, text="rare")])
+    monkeypatch.setattr(keys, "HASH_PAGE", 4)
+    pages = []
+    real_get = store.collection.get
+    monkeypatch.setattr(store.collection, "get", lambda **kw: pages.append(kw.get("limit")) or real_get(**kw))
+    found = store.vectors_by_content_hash(["c-Licensed under the Apache License", "c-rare", "c-missing"])
+    assert set(found) == {"c-Licensed under the Apache License", "c-rare"}
+    assert pages and all(limit == 4 for limit in pages)
