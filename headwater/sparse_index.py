@@ -75,6 +75,10 @@ class SparseIndex:
         self._pending: list[tuple[np.ndarray, np.ndarray]] = []  # rows not yet sealed into a segment
         self._generation = 0
         self._dirty = False
+        # Whether unsaved changes leave a DIRTY marker on disk. An index that can replay what it has
+        # not saved (write_log.FollowedIndex: from the saved stream position) turns it off: its saved
+        # files stay a consistent earlier state, and a marker would make every restart rebuild.
+        self.dirty_marker = True
         # Filter key -> which rows match (alive or not), for rows [0, len(mask)); extended as rows arrive.
         self._locations: dict[Any, np.ndarray] = {}
 
@@ -132,7 +136,7 @@ class SparseIndex:
     def _mark_dirty(self) -> None:
         if not self._dirty:
             self._dirty = True
-            if self.directory:
+            if self.directory and self.dirty_marker:
                 self.directory.mkdir(parents=True, exist_ok=True)
                 (self.directory / DIRTY).touch()
 
