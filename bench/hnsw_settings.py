@@ -30,10 +30,8 @@ from __future__ import annotations
 import argparse
 import ast
 import os
-import shutil
 import sys
 import sysconfig
-import tempfile
 from pathlib import Path
 from time import perf_counter
 
@@ -132,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the collections and print where")
     args = parser.parse_args(argv)
 
+    from bench.scratch import scratch_directory
     from bench.sparse_index_scale import QUERIES
     from workers.embed_dense import DenseEmbedder
 
@@ -151,9 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(vectors):,} chunks, {len(queries)} queries; cosine of the 10th exact neighbour: "
           f"median {np.median(tenth):.3f}")
 
-    tmp = Path(tempfile.mkdtemp(prefix="headwater-hnsw-"))
     rows = []
-    try:
+    with scratch_directory("headwater-hnsw-", args.keep) as tmp:
         for m, construction_ef in BUILDS:
             path = tmp / f"m{m}-ef{construction_ef}"
             collection, build_s = build(path, vectors, m, construction_ef)
@@ -169,11 +167,6 @@ def main(argv: list[str] | None = None) -> int:
         print("|---|---|---|---|---|---|---|")
         for m, construction_ef, search_ef, recall, p50, p95, build_s in rows:
             print(f"| {m} | {construction_ef} | {search_ef} | {recall:.3f} | {p50:.2f} | {p95:.2f} | {build_s:.0f} |")
-        if args.keep:
-            print(f"\nkept {tmp}")
-    finally:
-        if not args.keep:
-            shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
 

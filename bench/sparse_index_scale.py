@@ -39,10 +39,8 @@ import gc
 import os
 import random
 import resource
-import shutil
 import sys
 import sysconfig
-import tempfile
 from pathlib import Path
 from time import perf_counter, process_time
 
@@ -487,14 +485,14 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
+    from bench.scratch import scratch_directory
     from workers.embed_sparse import SpladeEncoder
 
     random.seed(SEED)
     np.random.seed(SEED)
     torch.manual_seed(SEED)
-    tmp = Path(tempfile.mkdtemp(prefix="headwater-scale-"))
     started = perf_counter()
-    try:
+    with scratch_directory("headwater-scale-", args.keep) as tmp:
         # The machine may be shared with other runs: load average and CPU seconds show how much.
         print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, torch threads {torch.get_num_threads()}, "
               f"load average {os.getloadavg()[0]:.2f} at start")
@@ -592,11 +590,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"| restart with the index on disk: open_searcher | {sv['second']['open_s']:.2f} s "
                   f"(rebuilt: {sv['second']['rebuilt']}) |")
             print(f"| new chunk found by sparse search, max of {len(sv['found'])} | {max(sv['found']):.2f} s |")
-        if args.keep:
-            print(f"\nkept {tmp}")
-    finally:
-        if not args.keep:
-            shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
 

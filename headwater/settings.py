@@ -45,7 +45,7 @@ class HnswConfig(BaseModel):
     space: Literal["cosine", "l2", "ip"] = "cosine"
     m: int = Field(default=16, ge=2, le=128)  # links per node ("max_neighbors" in Chroma)
     construction_ef: int = Field(default=100, ge=2)  # candidates considered while linking a new vector
-    search_ef: int = Field(default=100, ge=1)  # candidates considered per query (at least n_results)
+    search_ef: int = Field(default=200, ge=1)  # candidates considered per query (at least n_results)
 
 
 class Settings(BaseSettings):

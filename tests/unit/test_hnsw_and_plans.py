@@ -14,6 +14,7 @@ def test_a_collection_table_overrides_the_environment_defaults(tmp_path):
     settings = Settings(config_file=config, hnsw_construction_ef=150, hnsw_search_ef=120)
     assert settings.hnsw("handbook") == HnswConfig(m=32, construction_ef=150, search_ef=64)
     assert settings.hnsw("other") == HnswConfig(construction_ef=150, search_ef=120)
+    assert Settings(config_file=tmp_path / "none.toml").hnsw() == HnswConfig(space="cosine", m=16, construction_ef=100, search_ef=200)
 
 
 def test_a_mistyped_hnsw_key_is_refused_with_its_table(tmp_path):
