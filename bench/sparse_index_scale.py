@@ -311,7 +311,7 @@ def load_collection(store, synth: Synthesiser, pool_texts: list[str], chunks: in
 
 def dense_agreement(store, index, synth: Synthesiser, dense, query_texts: list[str], filters, n: int) -> dict:
     """Headwater's filtered dense candidates against Chroma's own filtered query and exact search."""
-    from headwater.filtered_dense import filtered_dense_search
+    from headwater.filtered_dense import collection_search_ef, filtered_dense_search
 
     chunks = len(index)
     vectors = np.concatenate([synth.dense(start, min(store.batch_limit, chunks - start))
@@ -324,7 +324,8 @@ def dense_agreement(store, index, synth: Synthesiser, dense, query_texts: list[s
         exact = {f"r{i}" for i in inside_ids[np.argsort(-(vectors[inside_ids] @ query))[:n]]}
         ours = [i for i, _ in filtered_dense_search(store.collection, query.tolist(), n, filters.location_where(),
                                                     index, index.location_rows(*filters.location_key()),
-                                                    filters.matches_location)]
+                                                    filters.matches_location, "cosine",
+                                                    collection_search_ef(store.collection))]
         chroma = store.collection.query(query_embeddings=[query.tolist()], n_results=n, where=filters.chroma_where(),
                                         include=[])["ids"][0]
         same += ours == chroma

@@ -6,8 +6,10 @@ the same search restricted by an explicit id list (`query(ids=...)`) takes ~10 m
 sparse index already knows every record's source and uri, so it knows which ids a filter matches
 and how many. Two plans, chosen by the filter's share of the collection:
 
-- over-fetch: the filter matches a large share, so an unfiltered query for n / share * SLACK
-  results holds n matches with room to spare; keep those that match. Ids the index does not know
+- over-fetch: the filter matches a large share, so an unfiltered query for max(n * SLACK, search
+  ef) / share results holds n matches with room to spare; keep those that match. That is as
+  wide a search as Chroma's filtered walk makes (it explores until it holds search-ef allowed
+  candidates), so the matches found are as near as the ones it would find. Ids the index does not know
   yet (written since it was read) are checked against their metadata. Too few matches (an
   unlucky query) falls through to the next plan.
 - restricted: a selective filter; Chroma's own query restricted to the matching ids. This is the
@@ -48,18 +50,24 @@ IDS_PER_QUERY = keys.GET_IDS_LIMIT
 Hits = list[tuple[str, float]]
 
 
-def overfetch_size(n: int, matching: int, live: int) -> int | None:
-    """How many unfiltered results hold n matches of a filter matching `matching` of `live` rows; None
-    when over-fetching would cost more than a restricted query."""
+def overfetch_size(n: int, matching: int, live: int, search_ef: int = 0) -> int | None:
+    """How many unfiltered results hold n matches of a filter matching `matching` of `live` rows (and
+    explore as widely as a filtered walk with this search ef); None when that would cost more than
+    a restricted query."""
     if matching == 0 or live == 0:
         return None
-    wanted = min(live, math.ceil(n * live / matching * SLACK))
+    wanted = min(live, math.ceil(max(n * SLACK, search_ef) * live / matching))
     return wanted if wanted <= MAX_OVERFETCH else None
 
 
 def collection_space(collection: Any) -> str:
     """The collection's distance function: "cosine", "l2" or "ip"."""
     return ((collection.configuration or {}).get("hnsw") or {}).get("space") or "l2"
+
+
+def collection_search_ef(collection: Any) -> int:
+    """The collection's HNSW search ef (0 when it has none)."""
+    return int(((collection.configuration or {}).get("hnsw") or {}).get("ef_search") or 0)
 
 
 def similarity(distance: float, space: str) -> float:
@@ -69,7 +77,7 @@ def similarity(distance: float, space: str) -> float:
 
 def filtered_dense_search(collection: Any, vector: list[float], n: int, where: dict[str, Any] | None,
                           index: SparseIndex | None = None, rows: np.ndarray | None = None,
-                          inside: Any = None, space: str = "cosine") -> Hits:
+                          inside: Any = None, space: str = "cosine", search_ef: int = 0) -> Hits:
     """The n nearest records (id, similarity) inside a filter.
 
     `where` is the filter as a Chroma clause; `rows` (the index rows inside it) and `inside`
@@ -81,7 +89,7 @@ def filtered_dense_search(collection: Any, vector: list[float], n: int, where: d
     if index is None or rows is None:
         return _query(collection, vector, n, space, where=where)
     matching = int(np.count_nonzero(rows))
-    size = overfetch_size(n, matching, len(index))
+    size = overfetch_size(n, matching, len(index), search_ef)
     if size is not None:
         found = _overfetched(collection, vector, n, size, index, inside, space)
         if found is not None:

@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+
 from headwater import chroma_store as keys
 from headwater.chroma_store import ChromaStore
-from headwater.filtered_dense import collection_space, filtered_dense_search
+from headwater.filtered_dense import collection_search_ef, collection_space, filtered_dense_search
 from headwater.lazy import Lazy
 from headwater.settings import Settings
 from headwater.sparse_index import SparseIndex, uri_under
@@ -101,6 +102,7 @@ class Searcher:
         self.index_dir = index_dir
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="headwater-dense")
         self.space = collection_space(store.collection)  # how Chroma's distances become scores
+        self.search_ef = collection_search_ef(store.collection)  # how wide a filtered dense search looks
 
     def search(self, text: str, k: int = 10, mode: Mode = "hybrid", filters: Filters | None = None,
                rrf_k: int = RRF_K, dense_weight: float = 1.0, sparse_weight: float = 1.0) -> list[SearchHit]:
@@ -168,7 +170,7 @@ class Searcher:
         if filters.where:  # an arbitrary clause is Chroma's to evaluate
             return filtered_dense_search(self.store.collection, vector, n, filters.chroma_where(), space=self.space)
         return filtered_dense_search(self.store.collection, vector, n, filters.location_where(), self.index, rows,
-                                     filters.matches_location, self.space)
+                                     filters.matches_location, self.space, self.search_ef)
 
     def _sparse(self, text: str, n: int, filters: Filters, rows: np.ndarray | None) -> list[tuple[str, float]]:
         indices, values = self.sparse.encode([text])[0]

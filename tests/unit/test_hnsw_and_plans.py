@@ -32,3 +32,6 @@ def test_overfetch_only_while_it_is_cheaper_than_a_restricted_query():
     assert overfetch_size(50, 0, 100_000) is None
     assert overfetch_size(1, 1, 10**9) is None
     assert overfetch_size(50, 10_000, 100_000) == MAX_OVERFETCH
+    # As wide as Chroma's filtered walk with this search ef: 200 allowed candidates at a 20 % share.
+    assert overfetch_size(50, 20_000, 100_000, search_ef=200) == 1_000
+    assert overfetch_size(50, 10_000, 100_000, search_ef=200) is None
