@@ -261,6 +261,7 @@ class SparseIndex:
         if self.directory is None or not self._dirty:
             return
         self._seal()
+        self._compact_if_needed()  # a pass of deletes only seals nothing, but may leave a segment mostly dead
         self.directory.mkdir(parents=True, exist_ok=True)
         self._generation += 1
         for number, segment in enumerate(self._segments):

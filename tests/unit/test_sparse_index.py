@@ -188,3 +188,14 @@ def test_a_crash_between_a_merge_and_its_manifest_leaves_the_saved_index_whole(t
     again = SparseIndex.load(tmp_path / "idx")
     query = (np.arange(2000), np.ones(2000))
     assert again.search(*query, k=40) == saved.search(*query, k=40) and len(again) == 30
+
+
+def test_a_pass_of_deletes_only_reclaims_a_mostly_dead_segment(tmp_path):
+    rng = np.random.default_rng(11)
+    index = SparseIndex(tmp_path / "idx")
+    index.upsert([f"r{n}" for n in range(1000)], [_record(rng) for _ in range(1000)])
+    index.persist()
+    index.delete([f"r{n}" for n in range(600)])
+    index.persist()
+    loaded = SparseIndex.load(tmp_path / "idx")
+    assert len(loaded.ids) == len(loaded) == 400
