@@ -24,10 +24,11 @@ import argparse
 import os
 import shutil
 import sys
-import sysconfig
 import tempfile
 from pathlib import Path
 from time import perf_counter, process_time
+
+from bench.stdlib_corpus import copy_packages
 
 BATCH = 64
 REFERENCE_CHUNK_CHARS = 1000
@@ -37,18 +38,7 @@ APPENDED = "\n\ndef appended_helper(value):\n    return value\n"  # three lines 
 
 def build_corpus(target: Path) -> tuple[int, int]:
     """Copy the stdlib packages' .py files (non-empty ones); returns (files, bytes)."""
-    stdlib = Path(sysconfig.get_paths()["stdlib"])
-    files = total = 0
-    for package in PACKAGES:
-        for source in sorted((stdlib / package).rglob("*.py")):
-            if "__pycache__" in source.parts or not source.stat().st_size:
-                continue
-            destination = target / source.relative_to(stdlib)
-            destination.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(source, destination)
-            files += 1
-            total += source.stat().st_size
-    return files, total
+    return copy_packages(target, PACKAGES)
 
 
 def reference_chunks(corpus: Path) -> list[str]:

@@ -28,11 +28,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from time import perf_counter
+from typing import Any
 
 from bench import retrieval_sets
 
 K = 10
 MODES = ("dense", "sparse", "hybrid")
+DEPTH = 5 * K  # hits are chunks; a few times K keeps K distinct documents in view
+FUSION_GRID_K = (5, 20, 60)
+FUSION_GRID_DENSE_WEIGHTS = (1.0, 1.5, 2.0, 3.0)
 
 
 def build_stdlib_docs(target: Path, needed: set[str]) -> int:
@@ -105,8 +109,8 @@ def score(ranks: list[int | None]) -> Scores:
                   mrr=sum(1 / r for r in found) / len(ranks))
 
 
-def evaluate(workdir: Path, corpus: Path, name: str, queries: dict[str, set[str]], legacy: bool) -> tuple[dict, int]:
-    """Sync `corpus` with one chunker, then score every mode; returns ({mode: Scores}, chunks)."""
+def synced_searcher(workdir: Path, corpus: Path, name: str, legacy: bool) -> tuple[Any, int]:
+    """Sync `corpus` with one chunker into its own Chroma; returns (a warmed-up Searcher, chunks)."""
     from bench.legacy_chunker import legacy_chunk_document
     from connectors import build_connector
     from headwater.embedded import open_engine
@@ -122,15 +126,31 @@ def evaluate(workdir: Path, corpus: Path, name: str, queries: dict[str, set[str]
         chunks = engine.store.count()
     print(f"  {name}: {chunks} chunks, synced in {perf_counter() - started:.0f} s", flush=True)
     searcher = open_searcher(settings)
-    depth = 5 * K  # hits are chunks; a few times K keeps K distinct documents in view
-    for query in list(queries)[:2]:
-        searcher.search(query, k=depth)  # warm up lazy initialisation
-    results = {}
-    for mode in MODES:
-        ranks = [first_relevant_rank([h.uri for h in searcher.search(q, k=depth, mode=mode)], relevant)
-                 for q, relevant in queries.items()]
-        results[mode] = score(ranks)
-    return results, chunks
+    searcher.search("warm up lazy initialisation", k=DEPTH)
+    return searcher, chunks
+
+
+def scores(searcher: Any, queries: dict[str, set[str]], mode: str, **fusion: float) -> Scores:
+    ranks = [first_relevant_rank([h.uri for h in searcher.search(q, k=DEPTH, mode=mode, **fusion)], relevant)
+             for q, relevant in queries.items()]
+    return score(ranks)
+
+
+def evaluate(workdir: Path, corpus: Path, name: str, queries: dict[str, set[str]], legacy: bool) -> tuple[dict, int]:
+    """Sync `corpus` with one chunker, then score every mode; returns ({mode: Scores}, chunks)."""
+    searcher, chunks = synced_searcher(workdir, corpus, name, legacy)
+    return {mode: scores(searcher, queries, mode) for mode in MODES}, chunks
+
+
+def fusion_grid(workdir: Path, corpus: Path, name: str, queries: dict[str, set[str]]) -> None:
+    """Dev sets only: hybrid MRR for several fusion settings next to each single mode (for tuning)."""
+    searcher, _ = synced_searcher(workdir, corpus, name, legacy=False)
+    for mode in ("dense", "sparse"):
+        print(f"  {mode}: MRR@{K} {scores(searcher, queries, mode).mrr:.3f}")
+    for rrf_k in FUSION_GRID_K:
+        row = [f"{scores(searcher, queries, 'hybrid', rrf_k=rrf_k, dense_weight=w).mrr:.3f}"
+               for w in FUSION_GRID_DENSE_WEIGHTS]
+        print(f"  hybrid rrf_k={rrf_k:>3}, dense weight {FUSION_GRID_DENSE_WEIGHTS}: {' '.join(row)}")
 
 
 def main() -> None:
@@ -138,7 +158,11 @@ def main() -> None:
     parser.add_argument("--corpus", choices=("docs", "click", "rich", "all"), default="all")
     parser.add_argument("--dev", action="store_true", help="the small dev sets (for tuning) instead")
     parser.add_argument("--keep", action="store_true", help="keep the temporary corpora and Chromas")
+    parser.add_argument("--fusion-grid", action="store_true",
+                        help="with --dev: hybrid MRR for several RRF settings (today's chunker only)")
     args = parser.parse_args()
+    if args.fusion_grid and not args.dev:
+        parser.error("--fusion-grid tunes, so it runs on the dev sets only (add --dev)")
 
     docs = retrieval_sets.STDLIB_DOCS_DEV if args.dev else retrieval_sets.STDLIB_DOCS
     code = retrieval_sets.CLICK_SOURCE_DEV if args.dev else retrieval_sets.CLICK_SOURCE
@@ -159,6 +183,9 @@ def main() -> None:
             corpus.mkdir()
             documents = build(corpus)
             print(f"{label}: {documents} documents, {len(queries)} labelled queries{' (dev set)' if args.dev else ''}")
+            if args.fusion_grid:
+                fusion_grid(workdir, corpus, f"{key}-grid", queries)
+                continue
             before, before_chunks = evaluate(workdir, corpus, f"{key}-before", queries, legacy=True)
             after, after_chunks = evaluate(workdir, corpus, f"{key}-after", queries, legacy=False)
             for mode in MODES:

@@ -499,7 +499,7 @@ def main(argv: list[str] | None = None) -> int:
               f"load average {os.getloadavg()[0]:.2f} at start")
         t0 = perf_counter()
         sparse = SpladeEncoder()
-        vocabulary = int(sparse.model.config.vocab_size)
+        vocabulary = sparse.vocabulary_size
         print(f"SPLADE model load: {perf_counter() - t0:.2f} s  (vocabulary {vocabulary})")
 
         pool_texts = docstring_paragraphs(POOL_SIZE)

@@ -9,8 +9,9 @@ import sys
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, ProgressColumn, Task, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 import headwater.offline  # noqa: F401
 from headwater import cli_fleet
@@ -20,7 +21,8 @@ from headwater.errors import HeadwaterError
 from headwater.report import SyncReport
 from headwater.settings import load_settings
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+# Plain help: typer's rich help shows every flag as `--json <bool>`, as if it took a value.
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Keep data sources in sync with a Chroma collection.")
 
 
@@ -31,25 +33,49 @@ def _options(verbose: Annotated[bool, typer.Option(
 
 
 class _RichProgress:
-    """Progress bars on stderr for documents and embedded chunks."""
+    """Progress on stderr: "listing" until the documents to sync are known, then a bar of them; chunks as a count.
+
+    Changed documents are parsed as they stream in, so how many chunks they hold is known only at
+    the end: the chunk line shows how many were embedded and how fast, never a bar against a guess.
+    """
 
     def __init__(self, progress: Progress) -> None:
         self._progress = progress
-        self._docs = progress.add_task("documents", total=0)
-        self._chunks = progress.add_task("chunks embedded", total=None)
+        self._docs = progress.add_task("listing", total=None)
+        self._chunks: Any = None
 
     def start(self, total_documents: int) -> None:
-        self._progress.reset(self._docs, total=total_documents)
+        self._progress.update(self._docs, description="documents", total=total_documents, completed=0)
 
     def document_done(self, uri: str) -> None:
         self._progress.advance(self._docs)
 
     def embedded(self, count: int) -> None:
-        self._progress.advance(self._chunks, count)
+        if self._chunks is None:
+            self._chunks = self._progress.add_task("chunks embedded", total=None, completed=count)
+        else:
+            self._progress.advance(self._chunks, count)
+
+
+class _BarOnceTotalKnown(BarColumn):
+    def render(self, task: Task) -> Any:
+        return super().render(task) if task.total is not None else Text("")
+
+
+class _Count(ProgressColumn):
+    """done/total for a task with a total; for one without, what is done so far and its rate."""
+
+    def render(self, task: Task) -> Text:
+        if task.total is not None:
+            return Text(f"{int(task.completed)}/{int(task.total)}", style="progress.download")
+        if not task.completed:
+            return Text("")
+        rate = f" ({task.speed:.0f}/s)" if task.speed else ""
+        return Text(f"{int(task.completed)}{rate}", style="progress.download")
 
 
 def _progress_bars() -> Progress:
-    return Progress(TextColumn("{task.description:>16}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+    return Progress(TextColumn("{task.description:>16}"), _BarOnceTotalKnown(), _Count(), TimeElapsedColumn(),
                     console=err, transient=False, disable=not err.is_terminal)
 
 
@@ -163,7 +189,8 @@ def query(text: Annotated[str, typer.Argument(help="What to search for.")],
         if mode not in ("dense", "sparse", "hybrid"):
             raise ValueError(f"--mode must be dense, sparse or hybrid, not {mode!r}")
         filters = Filters(source, uri_prefix, _where(where))
-        hits = open_searcher(cli_settings(collection, chroma_path)).search(text, k=k, mode=mode, filters=filters)
+        searcher = open_searcher(cli_settings(collection, chroma_path), mode)  # type: ignore[arg-type]
+        hits = searcher.search(text, k=k, mode=mode, filters=filters)  # type: ignore[arg-type]
     except (HeadwaterError, ValueError) as exc:
         fail(exc)
     if as_json:
@@ -216,7 +243,7 @@ def reindex(collection: CollectionOpt = None, chroma_path: ChromaPathOpt = None)
     import time
 
     from headwater.chroma_store import ChromaStore
-    from headwater.embedded import sparse_index_dir
+    from headwater.sparse_index_files import sparse_index_dir
     from headwater.path_lock import ChromaPathLock
     from headwater.sparse_index import SparseIndex
 
@@ -238,19 +265,20 @@ def reindex(collection: CollectionOpt = None, chroma_path: ChromaPathOpt = None)
 
 @app.command()
 def doctor() -> None:
-    """Check that models and parsers load offline."""
+    """Check that models and parsers load offline; makes the SPLADE ONNX export if there is none yet."""
     from workers.embed_dense import DenseEmbedder
     from workers.embed_sparse import SpladeEncoder
     from workers.parse import parse_document
 
     try:
         settings = load_settings()
-        dense = DenseEmbedder(settings.dense_model_dir)
-        sparse = SpladeEncoder(settings.sparse_model_dir)
+        dense = DenseEmbedder(settings.dense_model_dir, int8=settings.dense_int8, cache_dir=settings.onnx_cache_dir)
+        sparse = SpladeEncoder(settings.sparse_model_dir, cache_dir=settings.onnx_cache_dir)
         sample = parse_document("check.md", b"# Check\n\nHeadwater parses this offline.")
         checks = {
             "dense model": f"{dense.name}, {dense.embed(['headwater']).shape[1]} dimensions",
-            "sparse model": f"{sparse.name}, {len(sparse.encode(['headwater'])[0][0])} active terms",
+            "sparse model": f"{sparse.name}, {len(sparse.encode(['headwater'])[0][0])} active terms "
+                            f"(onnxruntime, {sparse.onnx_file})",
             "markdown parser": f"{len(sample.elements)} elements",
         }
     except (HeadwaterError, ValueError, ImportError) as exc:

@@ -30,8 +30,15 @@ def configure_logging(verbose: bool) -> None:
 out = Console()
 err = Console(stderr=True)
 
-CollectionOpt = Annotated[Optional[str], typer.Option("--collection", help="Chroma collection name.")]
-ChromaPathOpt = Annotated[Optional[Path], typer.Option("--chroma-path", help="Embedded Chroma directory.")]
+
+def _setting(name: str) -> dict[str, Any]:
+    """Help for an option that overrides a setting: its environment variable and the setting's default."""
+    return {"envvar": f"HEADWATER_{name.upper()}", "show_default": str(Settings.model_fields[name].default)}
+
+
+CollectionOpt = Annotated[Optional[str], typer.Option("--collection", help="Chroma collection name.", **_setting("collection"))]
+ChromaPathOpt = Annotated[Optional[Path], typer.Option("--chroma-path", help="Embedded Chroma directory.",
+                                                       **_setting("chroma_path"))]
 SourceIdOpt = Annotated[Optional[str], typer.Option(
     "--source-id", help="Stable id for this folder (default: its absolute path).")]
 IncludeOpt = Annotated[Optional[list[str]], typer.Option("--include", help="Glob of files to index (repeatable).")]

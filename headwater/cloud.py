@@ -44,7 +44,7 @@ def with_native_sparse(metadata: dict[str, Any]) -> dict[str, Any]:
 
 def hybrid_search_request(dense_vector: list[float] | np.ndarray, sparse_indices: np.ndarray,
                           sparse_values: np.ndarray, k: int, candidates: int, where: dict[str, Any] | None,
-                          rrf_k: int = 60, dense_weight: float = 1.0, sparse_weight: float = 1.0,
+                          rrf_k: int, dense_weight: float, sparse_weight: float,
                           mode: str = "hybrid") -> Any:
     """The Search request for Chroma Cloud: each side's top `candidates`, fused like the local path."""
     from chromadb import Search

@@ -3,47 +3,17 @@
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 
 from headwater.chroma_store import ChromaStore, WriteObserver
 from headwater.lazy import Lazy
 from headwater.model_identity import dense_identity, sparse_identity
 from headwater.path_lock import ChromaPathLock
 from headwater.settings import Settings
-from headwater.sparse_index import SparseIndex
+from headwater.sparse_index_files import open_sparse_index, sparse_index_dir  # noqa: F401  (re-exported)
 from headwater.sync_engine import Progress, SyncEngine
 from workers.embed_dense import DenseEmbedder
 from workers.embed_sparse import SpladeEncoder
-
-
-def threads_per_model() -> int:
-    """Half the cores for each model: the sync runs both at once.
-
-    Two multi-threaded runtimes taking turns on the same cores slow each other down badly (on
-    two busy cores SPLADE with two torch threads took 4x the time and CPU of one thread), so each
-    model gets its own share and they run side by side.
-    """
-    return max(1, (os.cpu_count() or 2) // 2)
-
-
-def sparse_index_dir(settings: Settings) -> Path | None:
-    """Where an embedded collection's sparse index is kept (next to the Chroma files); None for servers."""
-    if settings.chroma_host or settings.is_cloud:
-        return None
-    return Path(settings.chroma_path) / "headwater-sparse" / settings.collection
-
-
-def open_sparse_index(store: ChromaStore, directory: Path | None, *, save: bool) -> SparseIndex:
-    """The persisted index if it matches the collection, else one rebuilt from the collection."""
-    index = SparseIndex.load(directory) if directory else None
-    if index is None or len(index) != store.count():
-        # A reader rebuilds in memory: only the writer (holding the lock) may touch the directory.
-        index = SparseIndex.rebuild(store.collection, directory if save else None)
-        if save:
-            index.persist()
-    return index
 
 
 @contextlib.contextmanager
@@ -53,11 +23,12 @@ def open_engine(settings: Settings, progress: Progress | None = None,
     remote = settings.chroma_host or settings.is_cloud
     lock = contextlib.nullcontext() if remote else ChromaPathLock(settings.chroma_path)
     with lock:
-        threads = settings.model_threads or threads_per_model()
+        threads = settings.model_threads or 1  # per runtime; the engine runs one lane per core (workers.embed_lanes)
         # Loaded only when a pass has text to embed: an unchanged re-sync never loads them.
-        dense = Lazy(lambda: DenseEmbedder(settings.dense_model_dir, threads, settings.embed_batch_size))
-        sparse = Lazy(lambda: SpladeEncoder(settings.sparse_model_dir, threads))
-        store = ChromaStore.from_settings(settings, dense_model=dense_identity(settings.dense_model_dir),
+        dense = Lazy(lambda: DenseEmbedder(settings.dense_model_dir, threads, int8=settings.dense_int8,
+                                            cache_dir=settings.onnx_cache_dir))
+        sparse = Lazy(lambda: SpladeEncoder(settings.sparse_model_dir, threads, settings.onnx_cache_dir))
+        store = ChromaStore.from_settings(settings, dense_model=dense_identity(settings.dense_model_dir, settings.dense_int8),
                                           sparse_model=sparse_identity(settings.sparse_model_dir), observers=observers)
         index = None
         if not remote:

@@ -28,12 +28,14 @@ over-fetch meets that it does not know yet are checked against the collection. A
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from headwater import chroma_store as keys
-from headwater.sparse_index import SparseIndex
+
+if TYPE_CHECKING:  # scipy, under the sparse index, is imported only where a sparse index is opened
+    from headwater.sparse_index import SparseIndex
 
 # Over-fetch twice what the filter's share predicts, so a query whose neighbours are unevenly
 # spread across sources still finds its n matches in one round.

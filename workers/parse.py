@@ -31,6 +31,8 @@ BINARY_EXTENSIONS = {
     ".xlsx", ".odt", ".ods", ".odp", ".iso", ".dmg",
 }
 _SNIFF_BYTES = 8192
+# PDF readers accept the %PDF- header anywhere in the first 1,024 bytes (junk may precede it).
+_PDF_HEADER_WINDOW = 1024
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,10 @@ def parse_document(uri: str, data: bytes) -> ParsedDocument:
     if suffix in UNSTRUCTURED_TYPES:
         if suffix in _TEXT_FORMATS:
             decode_text(data, suffix)  # a clear error beats unstructured's guesses on binary input
+        if suffix == ".pdf" and b"%PDF-" not in data[:_PDF_HEADER_WINDOW]:
+            # Without the header no reader finds anything, and "no text" would read as a scanned PDF.
+            raise PermanentDocumentError(
+                "not a PDF: no %PDF- header in its first 1,024 bytes; rename it to its real type or exclude it")
         elements = _partition(uri, data, suffix)
         mime, parser = UNSTRUCTURED_TYPES[suffix], "unstructured"
     else:
@@ -72,7 +78,7 @@ def parse_document(uri: str, data: bytes) -> ParsedDocument:
         elements = split_lines(decode_text(data, suffix))
         mime, parser = "text/plain", "text"
     if not any(e.text.strip() for e in elements):
-        raise PermanentDocumentError(_empty_output_reason(suffix))
+        raise PermanentDocumentError(_empty_pdf_reason(data) if suffix == ".pdf" else _EMPTY_OUTPUT)
     return ParsedDocument(elements=elements, mime_type=mime, parser=parser)
 
 
@@ -99,11 +105,22 @@ def _looks_binary(data: bytes) -> bool:
     return b"\x00" in data[:_SNIFF_BYTES]
 
 
-def _empty_output_reason(suffix: str) -> str:
-    if suffix == ".pdf":
-        return ("no text could be extracted: the PDF holds only images (scanned pages; OCR is not "
-                "enabled) or its text layer is unreadable")
-    return "the parser found no text in a non-empty document; check that the file is not corrupt"
+_EMPTY_OUTPUT = "the parser found no text in a non-empty document; check that the file is not corrupt"
+
+
+def _empty_pdf_reason(data: bytes) -> str:
+    """Why a PDF gave no text: its structure is damaged, it has no pages, or its pages are images."""
+    from pypdf import PdfReader
+
+    try:
+        pages = len(PdfReader(io.BytesIO(data)).pages)
+    except Exception as exc:  # noqa: BLE001  (pypdf raises many types for damaged files)
+        return (f"not a readable PDF: it has a PDF header but its structure is damaged ({type(exc).__name__}: "
+                f"{_short(exc)}); the file may be truncated or corrupt: re-export or re-download it")
+    if pages == 0:
+        return "the PDF has no pages"
+    return (f"no text could be extracted from its {pages} page(s): they hold only images (scanned pages; "
+            "OCR is not enabled) or the text layer is unreadable")
 
 
 def _partition(uri: str, data: bytes, suffix: str) -> list[Element]:

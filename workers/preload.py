@@ -1,7 +1,8 @@
 """Heavy imports done once in a worker's main process, before its pool forks.
 
 A pool child that replaces a killed one (OOM, SIGKILL) then starts in about a second instead of
-spending several re-importing torch, transformers and unstructured. Imports only: no model runs
+spending several re-importing onnxruntime, spaCy and unstructured (not torch: both models run on
+onnxruntime; torch only exports SPLADE once, at install time). Imports only: no model runs
 and no thread pool starts before the fork, so the children stay fork-safe.
 """
 
@@ -11,7 +12,7 @@ import importlib
 import logging
 
 log = logging.getLogger(__name__)
-MODULES = ("torch", "transformers", "onnxruntime", "tokenizers", "spacy", "unstructured.partition.auto",
+MODULES = ("onnxruntime", "tokenizers", "spacy", "unstructured.partition.auto",
            "unstructured.partition.md", "unstructured.partition.text", "unstructured.partition.html",
            "tree_sitter", "headwater.fleet.steps", "workers.embed_dense", "workers.embed_sparse", "workers.code_chunks",
            "workers.tokens")
@@ -24,4 +25,3 @@ def heavy_imports() -> None:
             importlib.import_module(name)
         except ImportError as exc:  # the step that needs it reports it properly
             log.warning("could not preload %s: %s", name, exc)
-    from transformers import AutoModelForMaskedLM, AutoTokenizer  # noqa: F401  (lazy submodules)

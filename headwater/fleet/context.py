@@ -35,7 +35,7 @@ def local_target(settings: Settings) -> Target:
     """The collection and model identities this process's settings name."""
     from headwater.model_identity import dense_identity, sparse_identity
 
-    return Target(settings.collection, dense_identity(settings.dense_model_dir), sparse_identity(settings.sparse_model_dir))
+    return Target(settings.collection, dense_identity(settings.dense_model_dir, settings.dense_int8), sparse_identity(settings.sparse_model_dir))
 
 
 class Fleet:
@@ -84,14 +84,14 @@ class Fleet:
         from workers.embed_dense import DenseEmbedder
 
         s = self.settings
-        return DenseEmbedder(s.dense_model_dir, s.model_threads, s.embed_batch_size)
+        return DenseEmbedder(s.dense_model_dir, s.model_threads, int8=s.dense_int8, cache_dir=s.onnx_cache_dir)
 
     @functools.cached_property
     def sparse(self) -> Any:
         from workers.embed_sparse import SpladeEncoder
 
         s = self.settings
-        return SpladeEncoder(s.sparse_model_dir, s.model_threads)
+        return SpladeEncoder(s.sparse_model_dir, s.model_threads, s.onnx_cache_dir)
 
     def connector(self, run_id: str) -> Any:
         from connectors import build_connector

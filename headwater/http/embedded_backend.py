@@ -84,8 +84,9 @@ class EmbeddedBackend:
         self.engine = self._stack.enter_context(open_engine(settings, _Progress(self)))
         threads = settings.model_threads or 1
         # Queries get their own model instances: tokenizers are not safe to share with a running sync.
-        self.searcher = Searcher(self.engine.store, DenseEmbedder(settings.dense_model_dir, threads),
-                                 SpladeEncoder(settings.sparse_model_dir, threads), self.engine.sparse_index, None)
+        self.searcher = Searcher(self.engine.store, DenseEmbedder(settings.dense_model_dir, threads, int8=settings.dense_int8,
+                                                               cache_dir=settings.onnx_cache_dir),
+                                 SpladeEncoder(settings.sparse_model_dir, threads, settings.onnx_cache_dir), self.engine.sparse_index, None)
         self._stop = threading.Event()
         self._last_fired: dict[str, float] = {}
         self._next_due: dict[str, float] = {}

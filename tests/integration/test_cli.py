@@ -104,6 +104,83 @@ def test_work_that_needs_no_model_loads_none(tmp_path):
     with open_engine(settings) as engine:
         report = engine.sync(FolderConnector("docs", folder))
         assert report.unchanged == 1 and not engine.dense.loaded and not engine.sparse.loaded
-    searcher = open_searcher(settings)
-    assert searcher.search("publish release notes", k=1, mode="dense")[0].uri == "a.md"
-    assert searcher.dense.loaded and not searcher.sparse.loaded
+    for searcher in (open_searcher(settings), open_searcher(settings, "dense")):  # lazily, and as the CLI opens it
+        assert searcher.search("publish release notes", k=1, mode="dense")[0].uri == "a.md"
+        assert searcher.dense.loaded and not searcher.sparse.loaded
+
+
+def test_a_random_bytes_pdf_is_reported_as_not_a_pdf(tmp_path):
+    import random
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "scan.pdf").write_bytes(random.Random(3).randbytes(5000).replace(b"%PDF-", b""))
+    result = _run("sync", str(folder), "--chroma-path", "store", cwd=tmp_path)
+    assert result.returncode == 2 and "not a PDF" in result.stdout, result.stdout[-2000:]
+    assert "images" not in result.stdout
+
+
+def test_help_shows_plain_flags_defaults_and_environment_variables(tmp_path):
+    for command in ("query", "sync", "status"):
+        shown = _run(command, "--help", cwd=tmp_path)
+        assert shown.returncode == 0
+        assert "<bool>" not in shown.stdout and "--json" in shown.stdout or command == "sync"
+        text = " ".join(shown.stdout.split())  # help wraps lines
+        assert "env var: HEADWATER_COLLECTION" in text and "default: (headwater)" in text
+        assert "env var: HEADWATER_CHROMA_PATH" in text and "default: (.headwater/chroma)" in text
+
+
+@pytest.fixture(scope="module")
+def synced(tmp_path_factory) -> Path:
+    """A small folder synced once, with progress drawn as on a terminal (stderr kept in progress.txt)."""
+    root = tmp_path_factory.mktemp("synced")
+    folder = root / "docs"
+    folder.mkdir()
+    (folder / "release.md").write_text("# Release\n\nTag the release, then publish the notes for the on-call team.\n")
+    (folder / "tokens.md").write_text("# Tokens\n\nRotate the Chroma token every quarter and restart the workers.\n")
+    result = subprocess.run([*HEADWATER, "sync", str(folder), "--chroma-path", "store"], capture_output=True,
+                            text=True, timeout=240, cwd=root,
+                            env={**os.environ, "COLUMNS": "120", "TTY_COMPATIBLE": "1", "TTY_INTERACTIVE": "1"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    (root / "progress.txt").write_text(result.stderr)
+    return root
+
+
+def test_progress_lists_then_counts_documents_against_their_total(synced):
+    import re
+
+    drawn = re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", (synced / "progress.txt").read_text())
+    lines = {line.strip() for line in re.split(r"[\r\n]", drawn) if line.strip()}
+    documents = [line for line in lines if line.startswith("documents")]
+    assert documents and all(re.search(r" [0-2]/2 ", line + " ") for line in documents), documents
+    assert not any("0/0" in line or "/?" in line for line in lines)
+    assert any(re.match(r"chunks embedded +\d+", line) for line in lines)
+
+
+def _imported(stderr: str) -> set[str]:
+    """Modules named by `python -X importtime`."""
+    return {line.rsplit("|", 1)[1].strip() for line in stderr.splitlines() if line.startswith("import time:")}
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "dense"])
+def test_a_query_imports_no_framework(synced, mode):
+    """No torch, transformers, unstructured or celery on the query path: a query starts in about a second."""
+    result = subprocess.run([sys.executable, "-X", "importtime", "-m", "headwater.cli", "query", "rotate the token",
+                             "--chroma-path", "store", "--mode", mode, "--json"], capture_output=True, text=True,
+                            timeout=240, cwd=synced)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads(result.stdout)[0]["uri"] == "tokens.md"
+    roots = {name.split(".")[0] for name in _imported(result.stderr)}
+    assert not roots & {"torch", "transformers", "unstructured", "celery", "spacy"}
+
+
+def test_a_missing_onnx_export_is_made_on_first_use_and_said(synced, tmp_path):
+    env = {**os.environ, "HEADWATER_ONNX_CACHE_DIR": str(tmp_path / "onnx")}
+    query = [*HEADWATER, "query", "rotate the token", "--chroma-path", "store", "--mode", "sparse", "--json"]
+    first = subprocess.run(query, capture_output=True, text=True, timeout=240, cwd=synced, env=env)
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert "exporting SPLADE model" in first.stderr and "`headwater doctor` does this at install time" in first.stderr
+    assert json.loads(first.stdout)[0]["uri"] == "tokens.md"
+    assert len(list((tmp_path / "onnx").glob("splade-tiny-*/model.onnx"))) == 1
+    again = subprocess.run(query, capture_output=True, text=True, timeout=240, cwd=synced, env=env)
+    assert again.returncode == 0 and "exporting" not in again.stderr

@@ -154,13 +154,20 @@ def test_batch_limit_is_capped_by_chroma_and_4999(sample, make_harness):
 
 
 def test_sparse_encoder_matches_the_textbook_formulation(sparse):
+    """The ONNX export computes what the torch checkpoint does, padded batch and all."""
     import torch
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    from workers.embed_sparse import packaged_splade_dir
 
     texts = ["Headwater keeps Chroma in sync.", "Deletes propagate to the collection " * 10]
     fast = sparse.encode(texts)
+    tokenizer = AutoTokenizer.from_pretrained(packaged_splade_dir(), local_files_only=True)
+    model = AutoModelForMaskedLM.from_pretrained(packaged_splade_dir(), local_files_only=True).eval()
     with torch.inference_mode():
-        batch = sparse.tokenizer(texts, padding=True, truncation=True, max_length=256, return_tensors="pt")
-        logits = sparse.model(**batch).logits
+        batch = tokenizer(texts, padding=True, truncation=True, max_length=256, return_tensors="pt")
+        assert batch["input_ids"][1][batch["attention_mask"][1] == 1].tolist() == sparse.token_ids(texts)[1]
+        logits = model(**batch).logits
         reference = torch.max(torch.log1p(torch.relu(logits)) * batch["attention_mask"].unsqueeze(-1), dim=1).values
     for (indices, values), row in zip(fast, reference.numpy()):
         assert np.array_equal(indices, np.flatnonzero(row))
@@ -175,37 +182,8 @@ def test_sparse_vectors_do_not_depend_on_the_batch(sparse):
     texts += [f"Section {n}: " + "the sync engine reads, parses, chunks and embeds every document. " * 12
               for n in range(12)]
     texts += ["short", "a different, somewhat longer text about sparse vectors"]
-    lengths = [len(ids) for ids in sparse.tokenizer(texts)["input_ids"]]
-    assert max(lengths.count(n) for n in set(lengths)) >= 8  # real batches were formed
+    lengths = [len(ids) for ids in sparse.token_ids(texts)]
+    assert max(lengths.count(n) for n in set(lengths)) >= 8  # texts that a batching encoder would group
     batched = [encode_sparse(indices, values) for indices, values in sparse.encode(texts)]
     alone = [encode_sparse(*sparse.encode([text])[0]) for text in texts]
     assert batched == alone
-
-
-def test_dense_embedder_matches_chromas_default_function(dense):
-    from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
-
-    from workers.embed_dense import chroma_model_dir
-
-    texts = ["short", "a much longer sentence about keeping folders in sync with a vector database " * 3]
-    reference = ONNXMiniLM_L6_V2(preferred_providers=["CPUExecutionProvider"])
-    reference.DOWNLOAD_PATH = chroma_model_dir()
-    assert np.allclose(dense.embed(texts), np.array(reference(texts)), atol=1e-5)
-
-
-def test_dense_batches_are_padded_only_to_their_longest_text(dense):
-    widths = []
-    forward = dense._forward
-
-    def recording(texts):
-        widths.append(max(len(dense._tokenizer.encode(t).ids) for t in texts))
-        return forward(texts)
-
-    dense._forward = recording
-    try:
-        # Long texts first: only a real sort by length puts all the short ones in one batch.
-        texts = ["a long passage about synchronising documents " * 20] * 2 + ["tiny"] * dense.batch_size
-        dense.embed(texts)
-    finally:
-        del dense._forward
-    assert widths[0] < 16 < widths[-1]  # the short texts were not padded to the long ones

@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 import headwater
-from headwater.retrieval import Filters
+from headwater.retrieval import DENSE_WEIGHT, RRF_K, SPARSE_WEIGHT, Filters
 from headwater.sparse_index import SparseIndex
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -87,7 +87,8 @@ def test_hybrid_hits_report_each_sides_rank(harness):
     hits = harness.searcher().search("rotate the chroma token", k=5)
     assert hits[0].uri == "ops/runbook.md"
     assert hits[0].dense_rank == 1 and hits[0].sparse_rank == 1
-    assert hits[0].score == pytest.approx(2 / 61)
+    # Ranked first on both sides: the default weights over the default constant plus rank 1.
+    assert hits[0].score == pytest.approx((DENSE_WEIGHT + SPARSE_WEIGHT) / (RRF_K + 1))
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
 
 

@@ -31,8 +31,8 @@ def test_hybrid_request_fuses_dense_and_native_sparse_with_rrf():
 
 
 def test_single_side_requests_rank_by_that_side_only():
-    dense = hybrid_search_request([1.0], np.array([1]), np.array([1.0]), 5, 5, None, mode="dense").to_dict()
-    sparse = hybrid_search_request([1.0], np.array([1]), np.array([1.0]), 5, 5, None, mode="sparse").to_dict()
+    dense = hybrid_search_request([1.0], np.array([1]), np.array([1.0]), 5, 5, None, 5, 1.5, 1.0, mode="dense").to_dict()
+    sparse = hybrid_search_request([1.0], np.array([1]), np.array([1.0]), 5, 5, None, 5, 1.5, 1.0, mode="sparse").to_dict()
     assert dense["rank"] == _knn([1.0], "#embedding", 5, ranked=False) and dense["filter"] is None
     assert sparse["rank"]["$knn"]["key"] == SPARSE_KEY
 

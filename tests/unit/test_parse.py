@@ -33,3 +33,30 @@ def test_invalid_utf8_names_the_offset():
 def test_text_file_with_unknown_extension_is_indexed_by_lines():
     parsed = parse_document("Makefile", b"test:\n\tpytest\n")
     assert parsed.parser == "text" and parsed.elements[1].text == "\tpytest"
+
+
+def test_a_pdf_name_on_random_bytes_is_not_a_pdf():
+    import random
+
+    data = random.Random(9).randbytes(4096).replace(b"%PDF-", b"")
+    with pytest.raises(PermanentDocumentError, match="not a PDF: no %PDF- header"):
+        parse_document("scan.pdf", data)
+
+
+def test_a_damaged_pdf_is_not_called_a_scan():
+    with pytest.raises(PermanentDocumentError, match="not a readable PDF") as raised:
+        parse_document("broken.pdf", b"%PDF-1.4 this is not really a PDF")
+    assert "images" not in str(raised.value)
+
+
+def test_a_pdf_of_pages_without_text_says_so():
+    import io
+
+    from pypdf import PdfWriter
+
+    writer = PdfWriter()
+    writer.add_blank_page(width=200, height=200)
+    buffer = io.BytesIO()
+    writer.write(buffer)
+    with pytest.raises(PermanentDocumentError, match=r"from its 1 page\(s\): they hold only images"):
+        parse_document("scan.pdf", buffer.getvalue())

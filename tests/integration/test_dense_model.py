@@ -1,0 +1,65 @@
+"""The dense model: what it computes next to Chroma's default function, and the int8 build it runs by default."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from headwater.model_identity import dense_identity
+from workers.dense_int8 import RECIPE, int8_model
+from workers.embed_dense import DenseEmbedder, chroma_model_dir, install_packaged_model
+
+TEXTS = ["short", "a much longer sentence about keeping folders in sync with a vector database " * 3,
+         "def to_thread(func, /, *args, **kwargs):\n    loop = events.get_running_loop()"]
+
+
+def chroma_default(texts: list[str]) -> np.ndarray:
+    from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
+
+    reference = ONNXMiniLM_L6_V2(preferred_providers=["CPUExecutionProvider"])
+    reference.DOWNLOAD_PATH = chroma_model_dir()
+    return np.array(reference(texts))
+
+
+def test_float32_embedder_matches_chromas_default_function():
+    assert np.allclose(DenseEmbedder(int8=False).embed(TEXTS), chroma_default(TEXTS), atol=1e-5)
+
+
+def test_int8_vectors_stay_close_to_chromas(dense):
+    cosines = (dense.embed(TEXTS) * chroma_default(TEXTS)).sum(axis=1)
+    assert cosines.min() > 0.98, cosines
+
+
+def test_dense_vectors_do_not_depend_on_the_batch(dense):
+    # Long texts first, then short ones: any padding or shared activation scale would show.
+    texts = ["a long passage about synchronising documents " * 20, *TEXTS, "tiny"]
+    together = dense.embed(texts)
+    alone = np.vstack([dense.embed([text]) for text in texts])
+    assert np.array_equal(together, alone)
+
+
+def test_int8_build_is_made_once_and_is_deterministic(tmp_path):
+    source = install_packaged_model() / "onnx" / "model.onnx"
+    first = int8_model(source, tmp_path / "a")
+    assert RECIPE in first.name and first.parent == tmp_path / "a"
+    made = first.stat().st_mtime_ns
+    assert int8_model(source, tmp_path / "a") == first and first.stat().st_mtime_ns == made  # reused, not rebuilt
+    second = int8_model(source, tmp_path / "b")
+    assert second.read_bytes() == first.read_bytes()
+    assert sorted(p.name for p in second.parent.iterdir()) == [second.name]  # no scratch files left
+
+
+def test_an_unwritable_model_cache_is_reported_with_what_to_do(tmp_path):
+    from headwater.errors import ConfigurationError
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")  # mkdir under a file fails even for root
+    with pytest.raises(ConfigurationError, match="HEADWATER_ONNX_CACHE_DIR"):
+        int8_model(install_packaged_model() / "onnx" / "model.onnx", blocker / "models")
+
+
+def test_the_int8_build_is_a_model_of_its_own():
+    # Collections record which model wrote them; int8 and float32 vectors are not mixed silently.
+    assert dense_identity(int8=True).startswith("all-MiniLM-L6-v2+int8@")
+    assert dense_identity(int8=False).startswith("all-MiniLM-L6-v2@")
+    assert dense_identity(int8=True).split("@")[1] != dense_identity(int8=False).split("@")[1]
