@@ -91,7 +91,7 @@ def filtered_dense_search(collection: Any, vector: list[float], n: int, where: d
     if index is None or rows is None:
         return _query(collection, vector, n, space, where=where)
     matching = int(np.count_nonzero(rows))
-    size = overfetch_size(n, matching, len(index), search_ef)
+    size = overfetch_size(n, matching, len(index.row_of), search_ef)  # row_of: the live rows (also through a Lazy)
     if size is not None:
         found = _overfetched(collection, vector, n, size, index, inside, space)
         if found is not None:

@@ -108,3 +108,21 @@ def test_exact_distances_are_chromas(tmp_path, space):
     chroma = store.collection.query(query_embeddings=[query.tolist()], n_results=50, include=["distances"])
     ours = exact_distances(query, vectors, space)
     assert [ours[int(i[1:])] for i in chroma["ids"][0]] == pytest.approx(chroma["distances"][0], rel=1e-4, abs=1e-4)
+
+
+def test_an_unfiltered_dense_query_never_opens_the_sparse_index(world):
+    from headwater.lazy import Lazy
+    from headwater.retrieval import Searcher
+
+    store, index, vectors, queries = world
+
+    class FixedVector:  # the query's embedding, without loading a model
+        def embed(self, texts):
+            return np.asarray([queries[0]], dtype=np.float32)
+
+    lazy = Lazy(lambda: index)
+    searcher = Searcher(store, FixedVector(), None, lazy)
+    assert len(searcher.search("anything", k=5, mode="dense")) == 5
+    assert not lazy.loaded
+    hits = searcher.search("anything", k=5, mode="dense", filters=Filters(source_id="small"))
+    assert lazy.loaded and len(hits) == 5 and {h.metadata["source_id"] for h in hits} == {"small"}
