@@ -4,14 +4,14 @@ At 100,000 chunks Chroma answers an unfiltered nearest-neighbour query in ~1 ms 
 with a `where` clause (it evaluates the metadata filter over the whole collection first), while
 the same search restricted by an explicit id list (`query(ids=...)`) takes ~10 ms. The derived
 sparse index already knows every record's source and uri, so it knows which ids a filter matches
-and how many. Two plans, chosen by the filter's share of the collection:
+and how many. Three plans, chosen by the filter's share of the collection:
 
 - over-fetch: the filter matches a large share, so an unfiltered query for max(n * SLACK, search
   ef) / share results holds n matches with room to spare; keep those that match. That is as
   wide a search as Chroma's filtered walk makes (it explores until it holds search-ef allowed
-  candidates), so the matches found are as near as the ones it would find. Ids the index does not know
-  yet (written since it was read) are checked against their metadata. Too few matches (an
-  unlucky query) falls through to the next plan.
+  candidates), so the matches found are as near as the ones it would find. Ids the index does
+  not know yet (written since it was read) are checked against their metadata. Too few matches
+  (an unlucky query) falls through to the next plan.
 - restricted: a selective filter; Chroma's own query restricted to the matching ids. This is the
   filtered query Chroma would run for the `where` clause, with the filter evaluated by the index.
 - exact: a very selective filter (at most EXACT_LIMIT ids), where Chroma's restricted HNSW walk
