@@ -39,10 +39,8 @@ import gc
 import os
 import random
 import resource
-import shutil
 import sys
 import sysconfig
-import tempfile
 from pathlib import Path
 from time import perf_counter, process_time
 
@@ -286,24 +284,20 @@ def index_phase(synth: Synthesiser, queries: list[tuple[np.ndarray, np.ndarray]]
     }
 
 
-def hybrid_phase(synth: Synthesiser, pool_texts: list[str], query_texts: list[str], chunks: int,
-                 tmp: Path, sparse) -> dict:
-    from headwater.chroma_store import ChromaStore, location_metadata
-    from headwater.embedded import open_sparse_index
-    from headwater.retrieval import Filters, Searcher
-    from headwater.settings import load_settings
-    from workers.embed_dense import DenseEmbedder
+def chunk_uri(n: int) -> str:
+    return f"dir{n % 50}/doc{n // 20}.md"
 
-    settings = load_settings(chroma_path=tmp / "chroma", collection="scale")
-    store = ChromaStore.from_settings(settings, dense_model="all-MiniLM-L6-v2", sparse_model="splade:splade-tiny")
-    batch = store.batch_limit
+
+def load_collection(store, synth: Synthesiser, pool_texts: list[str], chunks: int) -> float:
+    """Write chunks 0..chunks through ChromaStore.upsert as a sync would; returns the seconds it took."""
+    from headwater.chroma_store import location_metadata
+
     load_s = 0.0
-    for start in range(0, chunks, batch):
-        count = min(batch, chunks - start)
+    for start in range(0, chunks, store.batch_limit):
+        count = min(store.batch_limit, chunks - start)
         rows, encoded = synth.batch(start, count)
         # location_metadata adds uri_dirs as the sync does; Chroma needs it for the uri-prefix filter.
-        metadatas = [location_metadata(chunk_metadata(start + i, e), f"dir{(start + i) % 50}/doc{(start + i) // 20}.md")
-                     for i, e in enumerate(encoded)]
+        metadatas = [location_metadata(chunk_metadata(start + i, e), chunk_uri(start + i)) for i, e in enumerate(encoded)]
         ids = [f"r{start + i}" for i in range(count)]
         texts = [pool_texts[r] for r in rows]
         embeddings = synth.dense(start, count)
@@ -312,6 +306,49 @@ def hybrid_phase(synth: Synthesiser, pool_texts: list[str], query_texts: list[st
         load_s += perf_counter() - t0
     stored = store.count()
     assert stored == chunks, f"collection holds {stored}, expected {chunks}"
+    return load_s
+
+
+def dense_agreement(store, index, synth: Synthesiser, dense, query_texts: list[str], filters, n: int) -> dict:
+    """Headwater's filtered dense candidates against Chroma's own filtered query and exact search."""
+    from headwater.filtered_dense import collection_search_ef, filtered_dense_search
+
+    chunks = len(index)
+    vectors = np.concatenate([synth.dense(start, min(store.batch_limit, chunks - start))
+                              for start in range(0, chunks, store.batch_limit)])
+    inside = np.flatnonzero(index.location_rows(*filters.location_key()))
+    inside_ids = np.array([int(index.ids[r][1:]) for r in inside])
+    same = overlap = ours_recall = chroma_recall = 0.0
+    for text in query_texts:
+        query = dense.embed([text])[0]
+        exact = {f"r{i}" for i in inside_ids[np.argsort(-(vectors[inside_ids] @ query))[:n]]}
+        ours = [i for i, _ in filtered_dense_search(store.collection, query.tolist(), n, filters.location_where(),
+                                                    index, index.location_rows(*filters.location_key()),
+                                                    filters.matches_location, "cosine",
+                                                    collection_search_ef(store.collection))]
+        chroma = store.collection.query(query_embeddings=[query.tolist()], n_results=n, where=filters.chroma_where(),
+                                        include=[])["ids"][0]
+        same += ours == chroma
+        overlap += len(set(ours) & set(chroma)) / max(len(chroma), 1)
+        ours_recall += len(set(ours) & exact) / max(len(exact), 1)
+        chroma_recall += len(set(chroma) & exact) / max(len(exact), 1)
+    count = len(query_texts)
+    return {"same": same / count, "overlap": overlap / count, "ours_recall": ours_recall / count,
+            "chroma_recall": chroma_recall / count, "matching": len(inside)}
+
+
+def hybrid_phase(synth: Synthesiser, pool_texts: list[str], query_texts: list[str], chunks: int,
+                 tmp: Path, sparse) -> dict:
+    from headwater.chroma_store import ChromaStore
+    from headwater.embedded import open_sparse_index
+    from headwater.retrieval import Filters, Searcher
+    from headwater.settings import load_settings
+    from workers.embed_dense import DenseEmbedder
+
+    settings = load_settings(chroma_path=tmp / "chroma", collection="scale")
+    store = ChromaStore.from_settings(settings, dense_model="all-MiniLM-L6-v2", sparse_model="splade:splade-tiny")
+    batch = store.batch_limit
+    load_s = load_collection(store, synth, pool_texts, chunks)
 
     t0 = perf_counter()
     index = open_sparse_index(store, tmp / "idx", save=True)
@@ -327,9 +364,11 @@ def hybrid_phase(synth: Synthesiser, pool_texts: list[str], query_texts: list[st
     for q in query_texts[:3]:
         searcher.search(q, k=10, mode="hybrid")
 
+    # Filters matching 20 % (a source), 2 % (a directory) and one chunk (a document).
+    filtered = [("hybrid source_id=s1", Filters(source_id="s1")), ("hybrid uri_prefix=dir7", Filters(uri_prefix="dir7")),
+                ("hybrid uri_prefix=<1 doc>", Filters(uri_prefix=chunk_uri(chunks // 2)))]
     cases = [("hybrid", "hybrid", None), ("dense", "dense", None), ("sparse", "sparse", None),
-             ("hybrid source_id=s1", "hybrid", Filters(source_id="s1")),
-             ("hybrid uri_prefix=dir7", "hybrid", Filters(uri_prefix="dir7"))]
+             *((label, "hybrid", filters) for label, filters in filtered)]
     runs: dict[str, list[float]] = {label: [] for label, _, _ in cases}
     fewest = {label: 10 for label, _, _ in cases}
     encode, dense_encode, sparse_encode = [], [], []
@@ -353,28 +392,108 @@ def hybrid_phase(synth: Synthesiser, pool_texts: list[str], query_texts: list[st
                 if filters is not None:
                     assert all(filters.matches_location(h.metadata["source_id"], h.uri) for h in hits), \
                         f"{label}: a hit outside the filter"
+    # Chroma's own filtered query, for comparison: same vectors, `where` evaluated by Chroma.
+    for label, filters in filtered:
+        runs[f"dense, Chroma where ({label.split()[1]})"] = chroma_where = []
+        for q in query_texts:
+            vector = dense.embed([q])[0].tolist()
+            t0 = perf_counter()
+            store.collection.query(query_embeddings=[vector], n_results=SEARCH_K, where=filters.chroma_where(),
+                                   include=["distances"])
+            chroma_where.append(perf_counter() - t0)
+    agreement = {label: dense_agreement(store, index, synth, dense, query_texts, filters, SEARCH_K)
+                 for label, filters in filtered}
     return {"chunks": chunks, "batch": batch, "load_s": load_s, "rebuild_s": rebuild_s, "encode": encode,
             "dense_encode": dense_encode, "sparse_encode": sparse_encode, "runs": runs, "fewest": fewest,
-            "chroma_mb": dir_mb(tmp / "chroma")}
+            "chroma_mb": dir_mb(tmp / "chroma"), "agreement": agreement}
+
+
+NEW_CHUNK = "The quokka zeppelin {n} negotiates marmalade handshakes with a tangerine lighthouse"
+
+
+def server_phase(synth: Synthesiser, pool_texts: list[str], chunks: int, tmp: Path, sparse, new_chunks: int = 5) -> dict:
+    """A long-lived searching process against `chroma run` + the Redis write log (bench.server_follower)."""
+    import json
+    import subprocess
+
+    import redis
+
+    from headwater.chroma_store import ChromaStore, location_metadata
+    from headwater.settings import load_settings
+    from headwater.sparse_codec import encode_sparse
+    from headwater.write_log import WriteLog
+    from tests.services import chroma_server, redis_server
+
+    tmp.mkdir(parents=True, exist_ok=True)
+    with redis_server(tmp) as url, chroma_server(tmp) as (host, port):
+        env = {**os.environ, "HEADWATER_CHROMA_HOST": host, "HEADWATER_CHROMA_PORT": str(port), "HEADWATER_REDIS_URL": url,
+               "HEADWATER_COLLECTION": "scale", "HEADWATER_SPARSE_INDEX_DIR": str(tmp / "followers"),
+               "HEADWATER_MODEL_THREADS": "1"}
+        settings = load_settings(chroma_host=host, chroma_port=port, collection="scale")
+        store = ChromaStore.from_settings(settings, dense_model="all-MiniLM-L6-v2", sparse_model="splade:splade-tiny")
+        store.observers.append(WriteLog(redis.Redis.from_url(url), "scale"))
+        load_s = load_collection(store, synth, pool_texts, chunks)
+        written = [chunks]
+
+        def write_new() -> tuple[str, str]:
+            n = written[0]
+            written[0] += 1
+            text = NEW_CHUNK.format(n=n)
+            indices, values = sparse.encode([text])[0]
+            metadata = location_metadata(chunk_metadata(n, encode_sparse(indices, values)), chunk_uri(n))
+            store.upsert([f"r{n}"], [text], synth.dense(n, 1), [metadata])
+            return f"r{n}", text
+
+        def follower() -> tuple[subprocess.Popen, dict, float]:
+            t0 = perf_counter()
+            process = subprocess.Popen([sys.executable, "-m", "bench.server_follower"], env=env, text=True,
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            ready = json.loads(process.stdout.readline())
+            return process, ready, perf_counter() - t0
+
+        def find_new(process: subprocess.Popen) -> float:
+            import time
+
+            record_id, text = write_new()
+            process.stdin.write(json.dumps({"id": record_id, "text": text, "written": time.time()}) + "\n")
+            process.stdin.flush()
+            found = json.loads(process.stdout.readline())["found_after_s"]
+            assert found is not None, "a new chunk was not found within 60 s"
+            return found
+
+        first, first_ready, first_wall = follower()
+        found = [find_new(first) for _ in range(new_chunks)]
+        first.stdin.close()
+        first.wait(timeout=60)
+        for _ in range(1000 // store.batch_limit + 1):  # written while no searcher runs: replayed at start
+            write_new()
+        second, second_ready, second_wall = follower()
+        found += [find_new(second) for _ in range(new_chunks)]
+        second.stdin.close()
+        second.wait(timeout=60)
+    return {"chunks": chunks, "load_s": load_s, "first": first_ready, "first_wall": first_wall,
+            "second": second_ready, "second_wall": second_wall, "found": found}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--index-chunks", type=int, default=200_000, help="chunks in the index-only phase")
     parser.add_argument("--hybrid-chunks", type=int, default=100_000, help="chunks in the Chroma + Searcher phase")
+    parser.add_argument("--server-chunks", type=int, default=100_000,
+                        help="chunks in the Chroma-server phase (0 skips it)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directories and print where")
     args = parser.parse_args(argv)
 
     import torch
 
+    from bench.scratch import scratch_directory
     from workers.embed_sparse import SpladeEncoder
 
     random.seed(SEED)
     np.random.seed(SEED)
     torch.manual_seed(SEED)
-    tmp = Path(tempfile.mkdtemp(prefix="headwater-scale-"))
     started = perf_counter()
-    try:
+    with scratch_directory("headwater-scale-", args.keep) as tmp:
         # The machine may be shared with other runs: load average and CPU seconds show how much.
         print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, torch threads {torch.get_num_threads()}, "
               f"load average {os.getloadavg()[0]:.2f} at start")
@@ -427,8 +546,25 @@ def main(argv: list[str] | None = None) -> int:
         print(f"                          dense  {fmt(hy['dense_encode'])}")
         print(f"                          sparse {fmt(hy['sparse_encode'])}")
         for label, samples in hy["runs"].items():
-            print(f"  search {label:<24} {fmt(samples)}; fewest hits {hy['fewest'][label]} of 10")
+            fewest = f"; fewest hits {hy['fewest'][label]} of 10" if label in hy["fewest"] else ""
+            print(f"  search {label:<32} {fmt(samples)}{fewest}")
+        for label, a in hy["agreement"].items():
+            print(f"  dense candidates (n={SEARCH_K}) {label[7:]:<20} ({a['matching']:,} chunks match): same list as "
+                  f"Chroma's where query for {a['same']:.0%} of queries, overlap {a['overlap']:.3f}; recall vs exact: "
+                  f"Headwater {a['ours_recall']:.3f}, Chroma where {a['chroma_recall']:.3f}")
         print(f"  process CPU for the phase: {process_time() - c0:.1f} s")
+
+        sv = None
+        if args.server_chunks:
+            print(f"\n== 3. Server mode, {args.server_chunks:,} chunks: a long-lived searching process "
+                  f"(chroma run + Redis write log); load average {os.getloadavg()[0]:.2f}")
+            sv = server_phase(synth, pool_texts, args.server_chunks, tmp / "server", sparse)
+            print(f"  load through the server:  {sv['load_s']:.1f} s ({sv['chunks'] / sv['load_s']:,.0f} records/s)")
+            for label, ready, wall in (("first start (no index)", sv["first"], sv["first_wall"]),
+                                       ("restart (index on disk)", sv["second"], sv["second_wall"])):
+                print(f"  {label:<24} open_searcher {ready['open_s']:.2f} s, rebuilt: {ready['rebuilt']}, "
+                      f"{ready['chunks']:,} chunks; process start to ready {wall:.1f} s (imports and model load included)")
+            print(f"  new chunk found by sparse search after: " + ", ".join(f"{f:.2f}" for f in sv["found"]) + " s")
 
         print(f"\nload average {os.getloadavg()[0]:.2f} at end; total {perf_counter() - started:.0f} s")
         s50, s95 = pct(ix["search"])
@@ -441,11 +577,20 @@ def main(argv: list[str] | None = None) -> int:
         print("|---|---|---|---|---|---|---|---|")
         print(f"| {ix['chunks']:,} | {ix['build_s']:.1f} | {ix['nbytes_mb']:.0f} | {ix['load_s']:.2f} | "
               f"{s50:.1f} / {s95:.1f} | {h50:.1f} / {h95:.1f} | {d50:.1f} | {p50:.1f} |")
-        if args.keep:
-            print(f"\nkept {tmp}")
-    finally:
-        if not args.keep:
-            shutil.rmtree(tmp, ignore_errors=True)
+        print()
+        print(f"| {hy['chunks']:,} chunks, `Searcher.search(k=10)` | p50 ms | p95 ms | p50 / unfiltered hybrid p50 |")
+        print("|---|---|---|---|")
+        for label, samples in hy["runs"].items():
+            f50, f95 = pct(samples)
+            print(f"| {label} | {f50:.1f} | {f95:.1f} | {f50 / h50:.2f} |")
+        if sv is not None:
+            print()
+            print(f"| server mode, {sv['chunks']:,} chunks | |")
+            print("|---|---|")
+            print(f"| first start: open_searcher (rebuilds) | {sv['first']['open_s']:.2f} s |")
+            print(f"| restart with the index on disk: open_searcher | {sv['second']['open_s']:.2f} s "
+                  f"(rebuilt: {sv['second']['rebuilt']}) |")
+            print(f"| new chunk found by sparse search, max of {len(sv['found'])} | {max(sv['found']):.2f} s |")
     return 0
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import headwater.offline  # noqa: F401
 from headwater.errors import ConfigurationError
 from headwater.manifest import Manifest, ManifestEntry
-from headwater.settings import HARD_BATCH_CAP, Settings
+from headwater.settings import HARD_BATCH_CAP, HnswConfig, Settings
 
 # Metadata keys every chunk record carries.
 SOURCE_ID = "source_id"
@@ -165,8 +165,9 @@ class ChromaStore:
     def __init__(self, client: Any, collection: str, *, batch_size: int = HARD_BATCH_CAP,
                  dense_model: str = "", sparse_model: str = "", observers: Sequence[WriteObserver] = (),
                  create: bool = True, cloud: bool = False, chunker: str | None = None,
-                 single_writer: bool = False) -> None:
+                 single_writer: bool = False, hnsw: HnswConfig | None = None) -> None:
         self.client = client
+        self.hnsw = hnsw or HnswConfig()  # the dense index of a collection this store creates
         self.cloud = cloud
         # An embedded directory is written by one process (headwater.path_lock): what it reads
         # cannot change under it, so it may write manifest entries from what it read.
@@ -188,12 +189,15 @@ class ChromaStore:
             raise ConfigurationError(f"there is no embedded Chroma at {settings.chroma_path}; check --chroma-path "
                                      "(or HEADWATER_CHROMA_PATH), or run `headwater sync` first")
         options.setdefault("chunker", chunker_fingerprint(settings))
+        options.setdefault("hnsw", settings.hnsw(settings.collection))
         return cls(make_client(settings, fleet=fleet), settings.collection, batch_size=settings.upsert_batch_size,
                    cloud=settings.is_cloud, single_writer=embedded, **options)
 
     def _open(self, name: str, dense_model: str, sparse_model: str, create: bool) -> Any:
-        from chromadb.api.types import Schema, StringInvertedIndexConfig, VectorIndexConfig
+        from chromadb.api.types import Schema, StringInvertedIndexConfig
         from chromadb.errors import NotFoundError
+
+        from headwater import hnsw
 
         if not create:
             try:
@@ -210,7 +214,7 @@ class ChromaStore:
         else:
             # The sparse vector is never filtered on; indexing its long string would only slow writes.
             schema = (Schema()
-                      .create_index(config=VectorIndexConfig(space="cosine", embedding_function=None))
+                      .create_index(config=hnsw.vector_index_config(self.hnsw))
                       .delete_index(config=StringInvertedIndexConfig(), key=SPARSE))
         models = {DENSE_MODEL_KEY: dense_model, SPARSE_MODEL_KEY: sparse_model}
         collection = self.client.get_or_create_collection(
@@ -223,10 +227,14 @@ class ChromaStore:
             if wanted and existing.get(key) and not same_model(existing[key], wanted):
                 raise ConfigurationError(
                     f"collection {name!r} holds vectors from {existing[key]}, not {wanted}; mixing "
-                    "models makes search meaningless: use another collection or the original model")
+                    "models makes search meaningless: use another collection or the original model"
+                    + (" (HEADWATER_DENSE_INT8=false runs MiniLM in float32, as releases before the int8 "
+                       "build did)" if key == DENSE_MODEL_KEY and "+int8@" in wanted else ""))
         upgraded = {k: v for k, v in models.items() if v and existing.get(k) != v}
         if upgraded and not self.cloud:  # record the digest on collections written before there was one
             collection.modify(metadata={**existing, **upgraded})
+        if not self.cloud:  # Chroma Cloud chooses its own index (SPANN)
+            hnsw.apply(collection, self.hnsw)
         return collection
 
     # Reads -----------------------------------------------------------------------------------

@@ -7,10 +7,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+import numpy as np
+
 from headwater import chroma_store as keys
 from headwater.chroma_store import ChromaStore
+from headwater.filtered_dense import collection_search_ef, collection_space, filtered_dense_search
 from headwater.lazy import Lazy
 from headwater.settings import Settings
+from headwater.locations import uri_under
 from workers.embed_dense import DenseEmbedder
 from workers.embed_sparse import SpladeEncoder
 
@@ -68,11 +72,19 @@ class Filters:
     def _prefix(self) -> str | None:
         return self.uri_prefix.strip("/") if self.uri_prefix else None
 
+    def location_key(self) -> tuple[str | None, str | None] | None:
+        """The source and prefix part as a hashable key; None when there is none."""
+        prefix = self._prefix()
+        return (self.source_id, prefix) if self.source_id is not None or prefix else None
+
+    def location_where(self) -> dict[str, Any] | None:
+        """Only the source and prefix part, as a Chroma where clause."""
+        return Filters(self.source_id, self.uri_prefix).chroma_where()
+
     def matches_location(self, source_id: str, uri: str) -> bool:
         """The source and prefix tests, without asking Chroma."""
         prefix = self._prefix()
-        return ((self.source_id is None or source_id == self.source_id)
-                and (not prefix or uri == prefix or uri.startswith(prefix + "/")))
+        return (self.source_id is None or source_id == self.source_id) and (not prefix or uri_under(uri, prefix))
 
 
 def rrf_fuse(rankings: list[tuple[list[str], float]], k: int = RRF_K) -> list[tuple[str, float]]:
@@ -96,6 +108,8 @@ class Searcher:
         self.index = index
         self.index_dir = index_dir
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="headwater-dense")
+        self.space = collection_space(store.collection)  # how Chroma's distances become scores
+        self.search_ef = collection_search_ef(store.collection)  # how wide a filtered dense search looks
 
     def search(self, text: str, k: int = 10, mode: Mode = "hybrid", filters: Filters | None = None,
                rrf_k: int = RRF_K, dense_weight: float = DENSE_WEIGHT,
@@ -111,14 +125,20 @@ class Searcher:
         candidates = k if mode != "hybrid" else max(MIN_CANDIDATES, 3 * k)
         if self.store.cloud:
             return self._cloud_search(text, k, mode, filters, candidates, rrf_k, dense_weight, sparse_weight)
+        # Read before the two sides start: they share the index, and refreshing it mutates it. An
+        # unfiltered dense query needs no index (and so never opens or imports it).
+        rows = None
+        if mode != "dense" or filters.location_key() is not None:
+            self._refresh_index()
+            rows = self._location_rows(filters)
         if mode == "hybrid":
             # The two sides share nothing until fusion, and both models and Chroma release the GIL.
-            dense_future = self._pool.submit(self._dense, text, candidates, filters)
-            sparse_ids = self._sparse(text, candidates, filters)
+            dense_future = self._pool.submit(self._dense, text, candidates, filters, rows)
+            sparse_ids = self._sparse(text, candidates, filters, rows)
             dense_ids = dense_future.result()
         else:
-            dense_ids = self._dense(text, candidates, filters) if mode == "dense" else []
-            sparse_ids = self._sparse(text, candidates, filters) if mode == "sparse" else []
+            dense_ids = self._dense(text, candidates, filters, rows) if mode == "dense" else []
+            sparse_ids = self._sparse(text, candidates, filters, rows) if mode == "sparse" else []
         if mode == "dense":
             ranked = [(i, s) for i, s in dense_ids]
         elif mode == "sparse":
@@ -149,28 +169,33 @@ class Searcher:
             hits.append(SearchHit(record_id, shown.get(keys.URI, ""), document, float(score), shown))
         return hits
 
-    def _dense(self, text: str, n: int, filters: Filters) -> list[tuple[str, float]]:
-        vector = self.dense.embed([text])[0].tolist()
-        result = self.store.collection.query(query_embeddings=[vector], n_results=n, where=filters.chroma_where(),
-                                             include=["distances"])
-        return [(record_id, 1.0 - distance)
-                for record_id, distance in zip(result["ids"][0], result["distances"][0])]
+    def _location_rows(self, filters: Filters) -> np.ndarray | None:
+        """Which index rows are inside the filter's source and uri prefix; None without such a filter."""
+        key = filters.location_key()
+        if key is None or self.index is None:
+            return None
+        return self.index.location_rows(*key)
 
-    def _sparse(self, text: str, n: int, filters: Filters) -> list[tuple[str, float]]:
-        self._refresh_index()
+    def _dense(self, text: str, n: int, filters: Filters, rows: np.ndarray | None) -> list[tuple[str, float]]:
+        vector = self.dense.embed([text])[0].tolist()
+        if filters.where:  # an arbitrary clause is Chroma's to evaluate
+            return filtered_dense_search(self.store.collection, vector, n, filters.chroma_where(), space=self.space)
+        return filtered_dense_search(self.store.collection, vector, n, filters.location_where(), self.index, rows,
+                                     filters.matches_location, self.space, self.search_ef)
+
+    def _sparse(self, text: str, n: int, filters: Filters, rows: np.ndarray | None) -> list[tuple[str, float]]:
         indices, values = self.sparse.encode([text])[0]
         index = self.index
+        if not filters.where:
+            return index.search(indices, values, n, rows=rows)
 
-        def accept(rows: list[int]) -> list[bool]:
-            local = [filters.matches_location(index.sources[r], index.uris[r]) for r in rows]
-            if not filters.where:
-                return local
+        def accept(candidates: list[int]) -> list[bool]:
             # Arbitrary metadata filters are Chroma's to evaluate, on just these candidates.
-            ids = [index.ids[r] for r, ok in zip(rows, local) if ok]
+            ids = [index.ids[r] for r in candidates]
             allowed = set(self.store.collection.get(ids=ids, where=filters.where, include=[])["ids"]) if ids else set()
-            return [ok and index.ids[r] in allowed for r, ok in zip(rows, local)]
+            return [index.ids[r] in allowed for r in candidates]
 
-        return index.search(indices, values, n, accept)
+        return index.search(indices, values, n, accept, rows=rows)
 
     def _refresh_index(self) -> None:
         """Pick up writes: from the server's write log, or a newer index saved by an embedded writer."""

@@ -7,7 +7,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # Chroma rejects larger writes on every client here, and 5,000 is the design's hard cap.
@@ -33,6 +33,19 @@ class SourceConfig(BaseModel):
         if not value.strip():
             raise ValueError("source id must not be empty")
         return value
+
+
+class HnswConfig(BaseModel):
+    """The dense index of one collection (Chroma's HNSW). Space, m and construction_ef are fixed when
+    the collection is created; search_ef can change at any time. bench/hnsw_settings.py measures
+    what each costs and buys (README, Performance)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    space: Literal["cosine", "l2", "ip"] = "cosine"
+    m: int = Field(default=16, ge=2, le=128)  # links per node ("max_neighbors" in Chroma)
+    construction_ef: int = Field(default=100, ge=2)  # candidates considered while linking a new vector
+    search_ef: int = Field(default=200, ge=1)  # candidates considered per query (at least n_results)
 
 
 class Settings(BaseSettings):
@@ -99,6 +112,12 @@ class Settings(BaseSettings):
     # Writes never exceed min(this, the client's max batch size, 4,999).
     upsert_batch_size: int = Field(default=4000, ge=1)
 
+    # The dense index of collections (headwater.toml's [collections.<name>.hnsw] overrides per collection).
+    hnsw_space: Literal["cosine", "l2", "ip"] = HnswConfig().space
+    hnsw_m: int = HnswConfig().m
+    hnsw_construction_ef: int = HnswConfig().construction_ef
+    hnsw_search_ef: int = HnswConfig().search_ef
+
     # Models. Empty paths mean the packaged offline defaults.
     dense_model_dir: Path | None = None
     sparse_model_dir: Path | None = None
@@ -145,15 +164,28 @@ class Settings(BaseSettings):
         return value
 
     @cached_property
-    def sources(self) -> list[SourceConfig]:
-        """Sources declared in the config file (none when the file does not exist)."""
+    def _config_file_data(self) -> dict[str, Any]:
         if not self.config_file.is_file():
-            return []
+            return {}
         try:
-            data = tomllib.loads(self.config_file.read_text(encoding="utf-8"))
+            return tomllib.loads(self.config_file.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise ValueError(f"{self.config_file}: not valid TOML ({exc}); fix the file or remove it") from exc
-        sources = [SourceConfig(**entry) for entry in data.get("sources", [])]
+
+    def hnsw(self, collection: str | None = None) -> HnswConfig:
+        """The dense index settings of a collection: HEADWATER_HNSW_*, then its [collections.<name>.hnsw] table."""
+        name = collection or self.collection
+        table = self._config_file_data.get("collections", {}).get(name, {}).get("hnsw", {})
+        try:
+            return HnswConfig(**{"space": self.hnsw_space, "m": self.hnsw_m, "construction_ef": self.hnsw_construction_ef,
+                                 "search_ef": self.hnsw_search_ef, **table})
+        except ValueError as exc:
+            raise ValueError(f"{self.config_file}: [collections.{name}.hnsw]: {exc}") from exc
+
+    @cached_property
+    def sources(self) -> list[SourceConfig]:
+        """Sources declared in the config file (none when the file does not exist)."""
+        sources = [SourceConfig(**entry) for entry in self._config_file_data.get("sources", [])]
         seen: set[str] = set()
         for source in sources:
             if source.id in seen:

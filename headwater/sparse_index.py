@@ -6,11 +6,18 @@ same writes (no rebuild per change), and it can be rebuilt from the collection a
 
 Layout: rows are numbered in the order they arrive. Rows live in immutable segments, each a
 term-major CSR matrix (vocabulary x rows) so a query reads only its own terms' postings. A
-delete or an overwrite only clears the row's `alive` bit. Many segments or many dead rows
-trigger a compaction into one segment. On disk (one directory per collection) each segment is
-one .npz written once; the manifest and the alive bitmap are replaced atomically per pass. A
-DIRTY marker is present while a writer has unsaved changes: an index found dirty (a crash, or
-a writer mid-pass) is rebuilt from the collection instead of trusted.
+delete or an overwrite only clears the row's `alive` bit. On disk (one directory per collection)
+each segment is one .npz written once; the manifest and the alive bitmap are replaced atomically
+per pass. A DIRTY marker is present while a writer has unsaved changes: an index found dirty (a
+crash, or a writer mid-pass) is rebuilt from the collection instead of trusted.
+
+Compaction is size-tiered (headwater.segment_tiers): a segment's tier is its size on a log scale,
+and segments only ever merge at the newest end, FANOUT of one tier into one of the next, so a
+pass of a few changes rewrites a few small segments, never the whole index, and every row is
+rewritten about log(rows) times over its life. A segment whose rows are mostly dead is rewritten
+alone. A merge writes a new file; the manifest naming it is the commit point, and the files it
+no longer names are removed after it, so a crash at any moment leaves either the old or the new
+set of segments whole (or a DIRTY index, which is rebuilt).
 """
 
 from __future__ import annotations
@@ -26,16 +33,16 @@ import numpy as np
 from scipy import sparse as sp
 
 from headwater import chroma_store as keys
+from headwater.locations import uri_under
 from headwater.npz_mmap import mapped_npz
+from headwater.segment_tiers import merges_due
 from headwater.sparse_codec import decode_sparse
 
 MANIFEST = "manifest.json"
 DIRTY = "DIRTY"
 FORMAT_VERSION = 2
-# Compaction: at most this many segments, and at most this share of dead rows.
-MAX_SEGMENTS = 12
-MAX_DEAD_SHARE = 0.3
 SEAL_EVERY = 20_000
+LOCATION_CACHE = 32  # filters whose matching rows are remembered (each costs a byte per row)
 
 Accept = Callable[[list[int]], list[bool]]
 
@@ -65,6 +72,12 @@ class SparseIndex:
         self._pending: list[tuple[np.ndarray, np.ndarray]] = []  # rows not yet sealed into a segment
         self._generation = 0
         self._dirty = False
+        # Whether unsaved changes leave a DIRTY marker on disk. An index that can replay what it has
+        # not saved (write_log.FollowedIndex: from the saved stream position) turns it off: its saved
+        # files stay a consistent earlier state, and a marker would make every restart rebuild.
+        self.dirty_marker = True
+        # Filter key -> which rows match (alive or not), for rows [0, len(mask)); extended as rows arrive.
+        self._locations: dict[Any, np.ndarray] = {}
 
     # Size ------------------------------------------------------------------------------------
 
@@ -120,7 +133,7 @@ class SparseIndex:
     def _mark_dirty(self) -> None:
         if not self._dirty:
             self._dirty = True
-            if self.directory:
+            if self.directory and self.dirty_marker:
                 self.directory.mkdir(parents=True, exist_ok=True)
                 (self.directory / DIRTY).touch()
 
@@ -141,20 +154,62 @@ class SparseIndex:
         self._compact_if_needed()
 
     def _compact_if_needed(self) -> None:
-        dead = len(self.ids) - len(self.row_of)
-        if len(self._segments) <= MAX_SEGMENTS and dead <= MAX_DEAD_SHARE * max(len(self.ids), 1):
-            return
-        live = np.flatnonzero(self.alive)
-        columns = [s.matrix.tocsc() for s in self._segments]
+        for start, end in iter(lambda: merges_due(self._segment_shape()), None):
+            self._merge(start, end)
+
+    def _segment_shape(self) -> list[tuple[int, int]]:
+        """(rows, live rows) of each segment, oldest first."""
+        return [(s.rows, int(np.count_nonzero(self.alive[s.first_row:s.first_row + s.rows]))) for s in self._segments]
+
+    def _merge(self, start: int, end: int) -> None:
+        """Replace segments [start, end) by one holding only their live rows; later rows move up."""
+        run = self._segments[start:end]
+        first = run[0].first_row
+        last = run[-1].first_row + run[-1].rows
+        keep = np.flatnonzero(self.alive[first:last])
+        columns = [s.matrix.tocsc() for s in run]
         vocabulary = max(m.shape[0] for m in columns)
-        whole = sp.hstack([sp.csc_matrix((m.data, m.indices, m.indptr), shape=(vocabulary, m.shape[1]))
-                           for m in columns], format="csc")[:, live]
-        self.ids = [self.ids[r] for r in live]
-        self.uris = [self.uris[r] for r in live]
-        self.sources = [self.sources[r] for r in live]
-        self.row_of = {record_id: row for row, record_id in enumerate(self.ids)}
-        self.alive = np.ones(len(self.ids), dtype=bool)
-        self._segments = [_Segment(0, whole.tocsr())]
+        merged = sp.hstack([sp.csc_matrix((m.data, m.indices, m.indptr), shape=(vocabulary, m.shape[1]))
+                            for m in columns], format="csc")[:, keep]
+        kept = (first + keep).tolist()
+        self.ids[first:last] = [self.ids[r] for r in kept]
+        self.uris[first:last] = [self.uris[r] for r in kept]
+        self.sources[first:last] = [self.sources[r] for r in kept]
+        self.alive = np.concatenate([self.alive[:first], np.ones(len(kept), dtype=bool), self.alive[last:]])
+        # Rows before the run keep their numbers; the run's and everything after it are renumbered
+        # (merges happen at the newest end, so "after" is usually nothing).
+        moved = first + np.flatnonzero(self.alive[first:])
+        self.row_of.update((self.ids[r], r) for r in moved.tolist())
+        shift = (last - first) - len(kept)
+        for segment in self._segments[end:]:
+            segment.first_row -= shift
+        self._segments[start:end] = [_Segment(first, merged.tocsr())] if kept else []
+        for key, mask in self._locations.items():
+            self._locations[key] = mask[:first]
+
+    # Filters ---------------------------------------------------------------------------------
+
+    def location_rows(self, source_id: str | None, uri_prefix: str | None) -> np.ndarray:
+        """Which rows are alive and inside a source and a uri prefix (None: any).
+
+        A filtered search needs this on every query, and comparing 100,000 uris takes ~10 ms, so
+        each filter's answer is kept and only extended over the rows that arrived since.
+        """
+        self._seal()  # sealing may merge segments and renumber rows: number them first
+        key = (source_id, uri_prefix)
+        mask = self._locations.pop(key, np.zeros(0, dtype=bool))
+        if len(mask) < len(self.ids):
+            start = len(mask)
+            fresh = np.ones(len(self.ids) - start, dtype=bool)
+            if source_id is not None:
+                fresh &= np.array([s == source_id for s in self.sources[start:]], dtype=bool)
+            if uri_prefix:
+                fresh &= np.array([uri_under(u, uri_prefix) for u in self.uris[start:]], dtype=bool)
+            mask = np.concatenate([mask, fresh])
+        self._locations[key] = mask  # most recently used last
+        while len(self._locations) > LOCATION_CACHE:
+            del self._locations[next(iter(self._locations))]
+        return mask & self.alive
 
     # Search ----------------------------------------------------------------------------------
 
@@ -173,9 +228,12 @@ class SparseIndex:
         return out
 
     def search(self, indices: np.ndarray, values: np.ndarray, k: int,
-               accept: Accept | None = None) -> list[tuple[str, float]]:
-        """Top-k (id, score) with a positive score; `accept` filters candidate rows, best first."""
+               accept: Accept | None = None, rows: np.ndarray | None = None) -> list[tuple[str, float]]:
+        """Top-k (id, score) with a positive score, among `rows` (a mask) if given; `accept` filters
+        candidate rows, best first."""
         scores = self.scores(np.asarray(indices, dtype=np.int64), values)
+        if rows is not None:
+            scores[~rows] = 0.0
         matching = np.flatnonzero(scores > 0)
         hits: list[tuple[str, float]] = []
         window = max(4 * k, 64)
@@ -200,6 +258,7 @@ class SparseIndex:
         if self.directory is None or not self._dirty:
             return
         self._seal()
+        self._compact_if_needed()  # a pass of deletes only seals nothing, but may leave a segment mostly dead
         self.directory.mkdir(parents=True, exist_ok=True)
         self._generation += 1
         for number, segment in enumerate(self._segments):

@@ -67,6 +67,7 @@ class FollowedIndex:
         index = SparseIndex.load(self.directory)
         position = self._saved_position()
         if index is not None and position is not None and self._replayable(position):
+            index.dirty_marker = False  # what it has not saved is replayed from the log after a restart
             self.index, self.position = index, position
             self._replay()
             if len(self.index) == self.store.count():
@@ -79,6 +80,7 @@ class FollowedIndex:
         # replayed afterwards (replays are idempotent: an upsert re-indexes by id).
         self.position = self._stream_end()
         self.index = SparseIndex.rebuild(self.store.collection, self.directory)
+        self.index.dirty_marker = False
         self.rebuilt = True
         self._replay()
         self.save()

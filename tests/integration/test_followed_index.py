@@ -78,3 +78,15 @@ def test_a_lost_log_or_an_unlogged_write_leads_to_a_rebuild(setup):
     store.observers.clear()  # another tool writes the collection without logging
     write(store, ["x"], term=9)
     assert found(follower.refresh(), 9) == {"a", "b", "c", "x"}  # the count audit catches it
+
+
+def test_a_searcher_that_stops_with_unsaved_replays_restarts_without_a_rebuild(setup):
+    store, client, directory = setup
+    write(store, ["a", "b"], term=11)
+    follower = FollowedIndex(store, client, directory, min_interval=0)
+    write(store, ["c"], term=11)
+    assert found(follower.refresh(), 11) == {"a", "b", "c"}  # applied, not yet saved
+    del follower  # the process ends (or is killed) before its next save
+    write(store, ["d"], term=11)
+    restarted = FollowedIndex(store, client, directory, min_interval=0)
+    assert not restarted.rebuilt and found(restarted.index, 11) == {"a", "b", "c", "d"}

@@ -137,3 +137,65 @@ def test_long_uris_do_not_inflate_the_saved_index(tmp_path):
     assert size < 200_000
     loaded = SparseIndex.load(tmp_path / "idx")
     assert loaded.uris == index.uris and loaded.ids == index.ids
+
+
+def test_location_rows_follow_upserts_deletes_and_merges():
+    rng = np.random.default_rng(8)
+    index, truth = SparseIndex(), {}
+    placed = lambda n: _record(rng, source=f"s{n % 3}", uri=f"{['ops', 'opsx', 'docs'][n % 3]}/{n}.md")  # noqa: E731
+    for step in range(12):
+        batch = {f"p{step}-{n}": placed(n) for n in range(rng.integers(50, 400))}
+        index.upsert(list(batch), list(batch.values()))
+        truth.update(batch)
+        for gone in rng.choice(sorted(truth), size=20, replace=False).tolist():
+            index.delete([gone])
+            del truth[gone]
+        for source, prefix in (("s0", None), (None, "ops"), ("s1", "opsx"), ("s2", "ops")):
+            rows = index.location_rows(source, prefix)
+            expected = {i for i, m in truth.items() if (source is None or m["source_id"] == source)
+                        and (prefix is None or m["uri"].startswith(prefix + "/"))}
+            assert {index.ids[r] for r in np.flatnonzero(rows)} == expected
+
+
+def test_a_small_pass_rewrites_only_small_segments(tmp_path):
+    rng = np.random.default_rng(9)
+    index = SparseIndex(tmp_path / "idx")
+    big = {f"b{n}": _record(rng) for n in range(9000)}
+    index.upsert(list(big), list(big.values()))
+    index.persist()
+    first = {p.name for p in (tmp_path / "idx").glob("segment-*")}
+    for step in range(10):  # ten passes of a few changes each
+        index.upsert([f"n{step}-{n}" for n in range(5)], [_record(rng) for _ in range(5)])
+        index.persist()
+        assert first <= {p.name for p in (tmp_path / "idx").glob("segment-*")}, "the big segment was rewritten"
+    loaded = SparseIndex.load(tmp_path / "idx")
+    assert len(loaded) == len(index) == 9050 and len(loaded._segments) < 5
+
+
+def test_a_crash_between_a_merge_and_its_manifest_leaves_the_saved_index_whole(tmp_path):
+    rng = np.random.default_rng(10)
+    index = SparseIndex(tmp_path / "idx")
+    for step in range(3):
+        index.upsert([f"r{step}-{n}" for n in range(10)], [_record(rng) for _ in range(10)])
+        index.persist()
+    saved = SparseIndex.load(tmp_path / "idx")
+    # The next pass merges segments and writes the merged file, then "crashes" before the manifest.
+    index.upsert([f"r3-{n}" for n in range(10)], [_record(rng) for _ in range(10)])
+    index._seal()
+    merged = index._segments[-1]
+    np.savez(tmp_path / "idx" / "segment-999999-000.npz", data=merged.matrix.data)
+    (tmp_path / "idx" / "DIRTY").unlink()  # even a lost marker cannot make the old manifest name the new file
+    again = SparseIndex.load(tmp_path / "idx")
+    query = (np.arange(2000), np.ones(2000))
+    assert again.search(*query, k=40) == saved.search(*query, k=40) and len(again) == 30
+
+
+def test_a_pass_of_deletes_only_reclaims_a_mostly_dead_segment(tmp_path):
+    rng = np.random.default_rng(11)
+    index = SparseIndex(tmp_path / "idx")
+    index.upsert([f"r{n}" for n in range(1000)], [_record(rng) for _ in range(1000)])
+    index.persist()
+    index.delete([f"r{n}" for n in range(600)])
+    index.persist()
+    loaded = SparseIndex.load(tmp_path / "idx")
+    assert len(loaded.ids) == len(loaded) == 400
