@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -127,18 +128,23 @@ class Searcher:
             return self._cloud_search(text, k, mode, filters, candidates, rrf_k, dense_weight, sparse_weight)
         # Read before the two sides start: they share the index, and refreshing it mutates it. An
         # unfiltered dense query needs no index (and so never opens or imports it).
-        rows = None
+        index, rows = None, None
         if mode != "dense" or filters.location_key() is not None:
             self._refresh_index()
-            rows = self._location_rows(filters)
-        if mode == "hybrid":
-            # The two sides share nothing until fusion, and both models and Chroma release the GIL.
-            dense_future = self._pool.submit(self._dense, text, candidates, filters, rows)
-            sparse_ids = self._sparse(text, candidates, filters, rows)
-            dense_ids = dense_future.result()
-        else:
-            dense_ids = self._dense(text, candidates, filters, rows) if mode == "dense" else []
-            sparse_ids = self._sparse(text, candidates, filters, rows) if mode == "sparse" else []
+            index = self.index  # one index for the whole query, whatever a refresh swaps in meanwhile
+        # Row numbers are only meaningful while no write seals, merges or renumbers the index, so
+        # the query holds the index's lock from reading its filter rows to the end of both sides
+        # (a sync or a followed write in another thread of `headwater serve` waits for it).
+        with index.lock if index is not None else contextlib.nullcontext():
+            rows = self._location_rows(index, filters)
+            if mode == "hybrid":
+                # The two sides share nothing until fusion, and both models and Chroma release the GIL.
+                dense_future = self._pool.submit(self._dense, text, candidates, filters, index, rows)
+                sparse_ids = self._sparse(text, candidates, filters, index, rows)
+                dense_ids = dense_future.result()
+            else:
+                dense_ids = self._dense(text, candidates, filters, index, rows) if mode == "dense" else []
+                sparse_ids = self._sparse(text, candidates, filters, index, rows) if mode == "sparse" else []
         if mode == "dense":
             ranked = [(i, s) for i, s in dense_ids]
         elif mode == "sparse":
@@ -169,23 +175,25 @@ class Searcher:
             hits.append(SearchHit(record_id, shown.get(keys.URI, ""), document, float(score), shown))
         return hits
 
-    def _location_rows(self, filters: Filters) -> np.ndarray | None:
+    @staticmethod
+    def _location_rows(index: SparseIndex | None, filters: Filters) -> np.ndarray | None:
         """Which index rows are inside the filter's source and uri prefix; None without such a filter."""
         key = filters.location_key()
-        if key is None or self.index is None:
+        if key is None or index is None:
             return None
-        return self.index.location_rows(*key)
+        return index.location_rows(*key)
 
-    def _dense(self, text: str, n: int, filters: Filters, rows: np.ndarray | None) -> list[tuple[str, float]]:
+    def _dense(self, text: str, n: int, filters: Filters, index: SparseIndex | None,
+               rows: np.ndarray | None) -> list[tuple[str, float]]:
         vector = self.dense.embed([text])[0].tolist()
         if filters.where:  # an arbitrary clause is Chroma's to evaluate
             return filtered_dense_search(self.store.collection, vector, n, filters.chroma_where(), space=self.space)
-        return filtered_dense_search(self.store.collection, vector, n, filters.location_where(), self.index, rows,
+        return filtered_dense_search(self.store.collection, vector, n, filters.location_where(), index, rows,
                                      filters.matches_location, self.space, self.search_ef)
 
-    def _sparse(self, text: str, n: int, filters: Filters, rows: np.ndarray | None) -> list[tuple[str, float]]:
+    def _sparse(self, text: str, n: int, filters: Filters, index: SparseIndex,
+                rows: np.ndarray | None) -> list[tuple[str, float]]:
         indices, values = self.sparse.encode([text])[0]
-        index = self.index
         if not filters.where:
             return index.search(indices, values, n, rows=rows)
 

@@ -22,8 +22,10 @@ set of segments whole (or a DIRTY index, which is rebuilt).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +60,15 @@ class _Segment:
         return self.matrix.shape[1]
 
 
+def _locked(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Run a SparseIndex method holding the index's lock (re-entrant: methods call one another)."""
+    @functools.wraps(method)
+    def locked(self: SparseIndex, *args: Any, **kwargs: Any) -> Any:
+        with self.lock:
+            return method(self, *args, **kwargs)
+    return locked
+
+
 class SparseIndex:
     """Inverted index: chunk id -> SPLADE vector, with source and uri kept for filtering."""
 
@@ -78,6 +89,11 @@ class SparseIndex:
         self.dirty_marker = True
         # Filter key -> which rows match (alive or not), for rows [0, len(mask)); extended as rows arrive.
         self._locations: dict[Any, np.ndarray] = {}
+        # Writes (a sync, a followed write log) and searches may come from different threads of one
+        # process (`headwater serve`); a search also seals pending rows, which can merge segments and
+        # renumber rows. Every public read and write holds this lock, and a query that keeps row
+        # numbers between calls (headwater.retrieval) holds it for the whole query.
+        self.lock = threading.RLock()
 
     # Size ------------------------------------------------------------------------------------
 
@@ -93,6 +109,7 @@ class SparseIndex:
 
     # Writes (the same ones the collection receives) ----------------------------------------------
 
+    @_locked
     def upsert(self, ids: Sequence[str], metadatas: Sequence[dict[str, Any]]) -> None:
         """Index (or re-index) records from their metadata's encoded sparse vector."""
         for record_id, metadata in zip(ids, metadatas):
@@ -115,6 +132,7 @@ class SparseIndex:
         if len(self._pending) >= SEAL_EVERY:  # unsealed rows cost ~1.4 KB each; sealed ones ~0.5 KB
             self._seal()
 
+    @_locked
     def delete(self, ids: Iterable[str]) -> None:
         for record_id in ids:
             row = self.row_of.pop(record_id, None)
@@ -189,6 +207,7 @@ class SparseIndex:
 
     # Filters ---------------------------------------------------------------------------------
 
+    @_locked
     def location_rows(self, source_id: str | None, uri_prefix: str | None) -> np.ndarray:
         """Which rows are alive and inside a source and a uri prefix (None: any).
 
@@ -213,6 +232,7 @@ class SparseIndex:
 
     # Search ----------------------------------------------------------------------------------
 
+    @_locked
     def scores(self, indices: np.ndarray, values: np.ndarray) -> np.ndarray:
         """Dot product of the query with every row; dead rows score 0."""
         self._seal()
@@ -227,6 +247,7 @@ class SparseIndex:
         out[~self.alive] = 0.0
         return out
 
+    @_locked
     def search(self, indices: np.ndarray, values: np.ndarray, k: int,
                accept: Accept | None = None, rows: np.ndarray | None = None) -> list[tuple[str, float]]:
         """Top-k (id, score) with a positive score, among `rows` (a mask) if given; `accept` filters
@@ -253,6 +274,7 @@ class SparseIndex:
 
     # Persistence -----------------------------------------------------------------------------
 
+    @_locked
     def persist(self) -> None:
         """Write unsaved segments, the alive bitmap and the manifest; then clear the DIRTY marker."""
         if self.directory is None or not self._dirty:
