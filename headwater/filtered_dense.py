@@ -46,6 +46,8 @@ MAX_OVERFETCH = 1_000
 # Ranking this many vectors read back costs less than Chroma's restricted query (get of 100 ids:
 # ~8 ms, of 1,000: ~24 ms; restricted query of 100 ids: ~90 ms, of 2,000: ~9 ms).
 EXACT_LIMIT = 1_000
+# Extra nearest records read so that ties at the cut are broken the same way in every process.
+TIE_SLACK = 8
 # Chroma's limit on ids in one call (`get` and `query` alike).
 IDS_PER_QUERY = keys.GET_IDS_LIMIT
 
@@ -130,7 +132,7 @@ def _restricted(collection: Any, vector: list[float], n: int, ids: list[str], sp
     for start in range(0, len(ids), IDS_PER_QUERY):
         hits.extend(_query(collection, vector, n, space, ids=ids[start:start + IDS_PER_QUERY]))
     if len(ids) > IDS_PER_QUERY:
-        hits.sort(key=lambda hit: -hit[1])
+        hits.sort(key=lambda hit: (-hit[1], hit[0]))
     return hits[:n]
 
 
@@ -158,6 +160,14 @@ def exact_distances(query: np.ndarray, vectors: np.ndarray, space: str) -> np.nd
 
 
 def _query(collection: Any, vector: list[float], n: int, space: str, **restriction: Any) -> Hits:
-    result = collection.query(query_embeddings=[vector], n_results=n, include=["distances"], **restriction)
-    return [(record_id, similarity(distance, space))
-            for record_id, distance in zip(result["ids"][0], result["distances"][0])]
+    """Chroma's n nearest, equally near records in order of id.
+
+    Records with identical vectors (the same chunk text in two sources) are equally near, and
+    HNSW returns them in no fixed order: two processes searching the same collection (`headwater
+    serve` and `headwater query`) ranked them differently. A few results more than asked for,
+    sorted by (distance, id), give the same order everywhere.
+    """
+    result = collection.query(query_embeddings=[vector], n_results=n + TIE_SLACK, include=["distances"],
+                              **restriction)
+    nearest = sorted(zip(result["distances"][0], result["ids"][0]))[:n]
+    return [(record_id, similarity(distance, space)) for distance, record_id in nearest]

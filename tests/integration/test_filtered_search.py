@@ -126,3 +126,28 @@ def test_an_unfiltered_dense_query_never_opens_the_sparse_index(world):
     assert not lazy.loaded
     hits = searcher.search("anything", k=5, mode="dense", filters=Filters(source_id="small"))
     assert lazy.loaded and len(hits) == 5 and {h.metadata["source_id"] for h in hits} == {"small"}
+
+
+def test_equally_near_records_rank_by_id_in_every_process(tmp_path):
+    # The same chunk text in two sources has one vector: HNSW returns such records in no fixed
+    # order, so `headwater serve` and `headwater query` ranked them differently at the cut.
+    import subprocess
+    import sys
+
+    settings = Settings(chroma_path=tmp_path / "chroma", collection="ties")
+    store = ChromaStore.from_settings(settings)
+    rng = np.random.default_rng(5)
+    shared = rng.standard_normal(DIMENSIONS).astype(np.float32)
+    vectors = np.vstack([np.tile(shared, (12, 1)), rng.standard_normal((40, DIMENSIONS)).astype(np.float32)])
+    ids = [f"t{n:02}" for n in rng.permutation(12)] + [f"o{n:02}" for n in range(40)]
+    store.upsert(ids, ids, vectors.tolist(), [location_metadata({keys.SOURCE_ID: "s"}, f"{i}.md") for i in ids])
+    hits = filtered_dense_search(store.collection, shared.tolist(), 5, None)
+    assert [record_id for record_id, _ in hits] == ["t00", "t01", "t02", "t03", "t04"]
+    other_process = subprocess.run(
+        [sys.executable, "-c", "import sys, json, numpy as np; from headwater.chroma_store import ChromaStore; "
+         "from headwater.filtered_dense import filtered_dense_search; from headwater.settings import Settings; "
+         f"s = ChromaStore.from_settings(Settings(chroma_path={str(tmp_path / 'chroma')!r}, collection='ties'), "
+         "create=False); print(json.dumps([i for i, _ in filtered_dense_search(s.collection, "
+         f"{shared.tolist()!r}, 5, None)]))"], capture_output=True, text=True, timeout=120)
+    assert other_process.returncode == 0, other_process.stderr
+    assert other_process.stdout.strip() == '["t00", "t01", "t02", "t03", "t04"]'
