@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from celery import Celery
 
+from headwater.fleet.broker_transport import broker_transport
 from headwater.settings import Settings, load_settings
 from schedules.beat import beat_schedule
 from workers import names
@@ -11,8 +12,11 @@ from workers import names
 
 def create_app(settings: Settings) -> Celery:
     """A Celery app for these settings (broker and result-free; tasks never wait on each other)."""
-    app = Celery("headwater", broker=settings.redis_url.get_secret_value(), include=["workers.tasks", "schedules.tasks"])
+    broker = settings.redis_url.get_secret_value()
+    app = Celery("headwater", broker=broker, include=["workers.tasks", "schedules.tasks"])
     app.conf.update(
+        # A worker must survive Redis going away (headwater.fleet.broker_transport).
+        broker_transport=broker_transport(broker),
         task_serializer="json", accept_content=["json"], result_serializer="json",
         task_ignore_result=True, result_backend=None,
         task_routes={task: {"queue": queue} for task, queue in names.ROUTES.items()},
