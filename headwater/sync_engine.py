@@ -149,7 +149,9 @@ class SyncEngine:
         # waits for it, since it must see them all.
         opening = None
         if (todo or deletes) and isinstance(self.sparse_index, Lazy):
-            opening = ThreadPoolExecutor(1, thread_name_prefix="headwater-index").submit(self.sparse_index.materialize)
+            pool = ThreadPoolExecutor(1, thread_name_prefix="headwater-index")
+            opening = pool.submit(self.sparse_index.materialize)
+            pool.shutdown(wait=False)  # the one task still runs; its thread ends with it, not with the process
         writer = BatchWriter(self.store, before_write=opening.result if opening else None)
 
         # Documents about to disappear, by content: a new document with the same bytes is a rename.
