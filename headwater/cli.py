@@ -16,7 +16,7 @@ from rich.text import Text
 import headwater.offline  # noqa: F401
 from headwater import cli_fleet
 from headwater.cli_common import (AllowMassDeleteOpt, ChromaPathOpt, CollectionOpt, ExcludeOpt, IncludeOpt,
-                                  SourceIdOpt, configure_logging, resolve_connector, fail, cli_settings, err, out, stop_on_signals)
+                                  QueueUrlOpt, SourceIdOpt, announce_dead_letter, print_event_counts, configure_logging, resolve_connector, fail, cli_settings, err, out, stop_on_signals)
 from headwater.errors import HeadwaterError
 from headwater.report import SyncReport
 from headwater.settings import load_settings
@@ -106,7 +106,7 @@ def _print_report(report: SyncReport) -> None:
 
 
 @app.command()
-def sync(path: Annotated[str, typer.Argument(help="A folder, or a source id from headwater.toml.")],
+def sync(path: Annotated[str, typer.Argument(help="A folder, s3://BUCKET[/PREFIX], or a source id from headwater.toml.")],
          collection: CollectionOpt = None, chroma_path: ChromaPathOpt = None, source_id: SourceIdOpt = None,
          include: IncludeOpt = None, exclude: ExcludeOpt = None,
          fleet: Annotated[bool, typer.Option("--fleet", help="Queue the sync for the worker fleet.")] = False,
@@ -132,34 +132,46 @@ def sync(path: Annotated[str, typer.Argument(help="A folder, or a source id from
 
 
 @app.command()
-def watch(path: Annotated[str, typer.Argument(help="A folder, or a source id from headwater.toml.")],
+def watch(path: Annotated[str, typer.Argument(help="A folder, s3://BUCKET[/PREFIX], or a source id from headwater.toml.")],
           collection: CollectionOpt = None, chroma_path: ChromaPathOpt = None, source_id: SourceIdOpt = None,
-          include: IncludeOpt = None, exclude: ExcludeOpt = None,
+          include: IncludeOpt = None, exclude: ExcludeOpt = None, queue_url: QueueUrlOpt = None,
           fleet: Annotated[bool, typer.Option("--fleet", help="Queue a full run, then forward each change to the fleet.")] = False) -> None:
-    """Sync once, then keep the collection in sync with the folder until interrupted (Ctrl-C)."""
+    """Sync once, then keep the collection in sync with the source until interrupted (Ctrl-C).
+
+    A folder is followed through file system events; an S3 source through its SQS queue of event
+    notifications (--queue-url), each message deleted only once its changes are written.
+    """
     from headwater.embedded import open_engine
 
     if fleet:
         from headwater.cli_fleet import fleet_watch
 
-        fleet_watch(path, collection, source_id, include, exclude)
+        fleet_watch(path, collection, source_id, include, exclude, queue_url)
         return
     try:
         settings = cli_settings(collection, chroma_path)
-        connector = resolve_connector(path, settings, source_id, include, exclude)
+        connector = resolve_connector(path, settings, source_id, include, exclude, queue_url=queue_url)
         with open_engine(settings) as engine:
             _print_report(engine.sync(connector))
-            _watch_loop(engine, connector)
+            _watch_loop(engine, connector, settings)
     except (HeadwaterError, ValueError) as exc:
         fail(exc)
 
 
-def _watch_loop(engine: Any, connector: Any) -> None:
-    from headwater.watching import run_watch
+def _watch_loop(engine: Any, connector: Any, settings: Any) -> None:
+    from headwater.watching import run_acknowledged_watch, run_watch
 
     err.print(f"watching {connector.root} (Ctrl-C to stop)")
-    run_watch(engine, connector, stop_on_signals(), on_report=_print_changes,
-              on_error=lambda exc: err.print(f"[yellow]not synced:[/yellow] {exc}"))
+    on_error = lambda exc: err.print(f"[yellow]not synced:[/yellow] {exc}")  # noqa: E731
+    if getattr(connector, "events_acknowledged", False):
+        from headwater.dead_letters import FileDeadLetters, dead_letter_file
+
+        letters = FileDeadLetters(dead_letter_file(settings.chroma_path), connector.source_id)
+        run_acknowledged_watch(engine, connector, stop_on_signals(), on_report=_print_changes, on_error=on_error,
+                               on_dead_letter=announce_dead_letter(letters))
+        print_event_counts(connector)
+    else:
+        run_watch(engine, connector, stop_on_signals(), on_report=_print_changes, on_error=on_error)
     err.print("stopped")
 
 

@@ -20,7 +20,7 @@ class SourceConfig(BaseModel):
     """A named source declared in headwater.toml ([[sources]]) or added through the HTTP API."""
 
     id: str
-    kind: Literal["folder"]
+    kind: str  # a registered source kind (connectors.registered_kinds()): folder, s3
     options: dict[str, Any] = Field(default_factory=dict)
     collection: str | None = None
     # Either, for scheduled reconciliation runs: seconds between runs, or a 5-field cron line (UTC).
@@ -32,6 +32,15 @@ class SourceConfig(BaseModel):
     def _id_is_nonempty(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("source id must not be empty")
+        return value
+
+    @field_validator("kind")
+    @classmethod
+    def _kind_is_registered(cls, value: str) -> str:
+        from connectors import registered_kinds
+
+        if value not in registered_kinds():
+            raise ValueError(f"unknown source kind {value!r}; known kinds: {', '.join(registered_kinds())}")
         return value
 
 
@@ -140,6 +149,9 @@ class Settings(BaseSettings):
     session_cookie_secure: bool = True
     session_max_age_seconds: int = Field(default=12 * 3600, ge=60)
     database_url: SecretStr | None = None
+    # POST /webhooks/s3/{source_id} (S3-compatible stores that push event notifications over HTTP)
+    # needs this as `Authorization: Bearer`; unset, the route answers 404.
+    s3_webhook_token: SecretStr | None = None
     # Folder sources added through the API must lie under one of these directories (empty: anywhere
     # the serving process can read). A token holder can otherwise index any readable directory.
     folder_roots: list[Path] = Field(default_factory=list)

@@ -1,4 +1,4 @@
-"""The one FastAPI app of `headwater serve`: /api/v1, /admin, /healthz, /readyz, /metrics (webhooks next).
+"""The one FastAPI app of `headwater serve`: /api/v1, /admin, /webhooks, /healthz, /readyz, /metrics.
 
 Two modes, chosen by configuration: with a Chroma server (HEADWATER_CHROMA_HOST, or Chroma Cloud)
 it queues runs for the fleet through Redis; with neither it is the one process of a small install,
@@ -67,7 +67,7 @@ def open_services(settings: Settings) -> Services:
 
 def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
     """The app; its services open in the lifespan (or are given, already open)."""
-    from headwater.http import admin, api
+    from headwater.http import admin, api, webhooks_s3
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):  # noqa: ANN202
@@ -147,5 +147,6 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
 
     app.include_router(api.router)
     app.include_router(admin.router)
+    app.include_router(webhooks_s3.router)
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
     return app

@@ -36,6 +36,7 @@ class _Live:
     kind: str
     uris: list[str] | None = None
     allow_mass_delete: bool = False
+    changes: list[DocumentChange] | None = None  # live changes (webhook events), applied as given
     done: int = 0
     total: int = 0
     cancel: threading.Event = field(default_factory=threading.Event)
@@ -126,7 +127,7 @@ class EmbeddedBackend:
             raise ValueError(f"source {source.id} writes collection {source.config.collection!r}; embedded serve "
                              f"writes only {self.settings.collection!r} (run a fleet, or `headwater sync` it)")
         with self._lock:
-            busy = next((r for r in self._pending.values() if r.source_id == source.id), None)
+            busy = next((r for r in self._pending.values() if r.source_id == source.id and r.kind != "live"), None)
             if busy is not None:
                 return None, busy.run_id
             live = _Live(uuid.uuid4().hex, source.id, kind, uris, allow_mass_delete)
@@ -135,6 +136,19 @@ class EmbeddedBackend:
             self._pending[live.run_id] = live
         self._queue.put(live)
         return live.run_id, None
+
+    def live_changes(self, source: Any, changes: list[DocumentChange]) -> str:
+        """Queue live changes (webhook events) behind whatever runs now; they are never refused as busy."""
+        if source.config.collection and source.config.collection != self.settings.collection:
+            raise ValueError(f"source {source.id} writes collection {source.config.collection!r}; embedded serve "
+                             f"writes only {self.settings.collection!r}")
+        live = _Live(uuid.uuid4().hex, source.id, "live", changes=list(changes))
+        with self._lock:
+            self.store.save_run(RunRow(id=live.run_id, source_id=source.id, kind="live", status="pending",
+                                       created_at=time.time(), counters={}, errors={}))
+            self._pending[live.run_id] = live
+        self._queue.put(live)
+        return live.run_id
 
     def cancel(self, run_id: str) -> bool | None:
         """True: cancelled; False: already finished; None: no such run."""
@@ -210,7 +224,9 @@ class EmbeddedBackend:
             if source is None:
                 raise HeadwaterError(f"source {live.source_id} was deleted before its run started")
             connector = build_source_connector(self.settings, source.config)
-            if live.uris is None:
+            if live.changes is not None:
+                report = self.engine.apply(connector, live.changes)
+            elif live.uris is None:
                 report = self.engine.sync(connector, allow_mass_delete=live.allow_mass_delete)
             else:
                 report = self.engine.apply(connector, [DocumentChange(live.source_id, u, Op.UPSERT) for u in live.uris])

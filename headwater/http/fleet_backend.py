@@ -66,6 +66,12 @@ class FleetBackend:
 
         return start_unless_busy(self.fleet, self._spec(source), self._target(source), allow_mass_delete=allow_mass_delete)
 
+    def live_changes(self, source: Any, changes: list[Any]) -> str | None:
+        """Queue live changes (S3 events) for the workers; None when all were duplicates or stale."""
+        from headwater.fleet.enqueue import enqueue_changes
+
+        return enqueue_changes(self.fleet, self._spec(source), self._target(source), changes)
+
     def cancel(self, run_id: str) -> bool | None:
         if self.fleet.runs.get(run_id) is None:
             return None
