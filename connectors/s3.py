@@ -69,7 +69,7 @@ class S3Connector:
     def __init__(self, source_id: str, bucket: str, prefix: str = "", include: Sequence[str] = ("**",),
                  exclude: Sequence[str] = (), region: str | None = None, endpoint_url: str | None = None,
                  max_object_mb: float | None = None, queue_url: str | None = None,
-                 wait_seconds: int = 10, **_ignored: Any) -> None:
+                 wait_seconds: int = 10, page_size: int = 1000, **_ignored: Any) -> None:
         if not bucket or "/" in bucket:
             raise ValueError(f"{bucket!r} is not an S3 bucket name")
         self.source_id = source_id
@@ -83,6 +83,7 @@ class S3Connector:
         self.max_object_bytes = int(max_object_mb * 1048576) if max_object_mb else None
         self.queue_url = queue_url
         self.wait_seconds = wait_seconds
+        self.page_size = page_size  # keys per listing request (S3's own maximum is 1,000)
         self._versioned: bool | None = None
 
     @classmethod
@@ -182,13 +183,15 @@ class S3Connector:
                                "nothing is mistaken for deleted") from None
 
     def _list_objects(self) -> Iterator[DocumentChange]:
-        for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=self.prefix):
+        for page in self.client.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket, Prefix=self.prefix, PaginationConfig={"PageSize": self.page_size}):
             for obj in page.get("Contents", ()):
                 if self.wants(obj["Key"]):
                     yield self._listed(obj["Key"], obj.get("ETag"), obj.get("Size"), None)
 
     def _list_versions(self) -> Iterator[DocumentChange]:
-        for page in self.client.get_paginator("list_object_versions").paginate(Bucket=self.bucket, Prefix=self.prefix):
+        for page in self.client.get_paginator("list_object_versions").paginate(
+                Bucket=self.bucket, Prefix=self.prefix, PaginationConfig={"PageSize": self.page_size}):
             for obj in page.get("Versions", ()):
                 if obj.get("IsLatest") and self.wants(obj["Key"]):
                     yield self._listed(obj["Key"], obj.get("ETag"), obj.get("Size"), obj.get("VersionId"))
