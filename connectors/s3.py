@@ -95,10 +95,19 @@ class S3Connector:
         return cls(source_id or url.rstrip("/"), bucket=parts.netloc, prefix=parts.path.lstrip("/"), **options)
 
     def spec(self) -> dict:
-        """What a worker needs to build the same connector (JSON; never a credential)."""
+        """What a worker needs to build the same connector (JSON; never a credential).
+
+        The endpoint and region this process resolved (an option, or boto3's AWS_ENDPOINT_URL and
+        AWS_REGION) travel with the run, so workers read the same store; credentials never do.
+        """
         options: dict[str, Any] = {"bucket": self.bucket, "prefix": self.prefix, "include": list(self.include),
                                    "exclude": list(self.exclude)}
-        for name, value in (("region", self.region), ("endpoint_url", self.endpoint_url),
+        endpoint, region = self.endpoint_url, self.region
+        if endpoint is None:
+            resolved = self.client.meta.endpoint_url
+            endpoint = None if (urlsplit(resolved).hostname or "").endswith(".amazonaws.com") else resolved
+        region = region or self.client.meta.region_name
+        for name, value in (("region", region), ("endpoint_url", endpoint),
                             ("max_object_mb", self.max_object_bytes and self.max_object_bytes / 1048576)):
             if value:
                 options[name] = value
