@@ -131,7 +131,9 @@ class S3Connector:
         from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
         try:
-            self.client.head_bucket(Bucket=self.bucket)
+            # A listing, not HeadBucket: its error has a body, which tells refused credentials
+            # (InvalidAccessKeyId, SignatureDoesNotMatch) from a denied bucket; a HEAD says only 403.
+            self.client.list_objects_v2(Bucket=self.bucket, Prefix=self.prefix, MaxKeys=1)
         except NoCredentialsError:
             raise ConfigurationError("no AWS credentials found; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
                                      "AWS_PROFILE, or run where an instance role is available") from None
@@ -148,7 +150,7 @@ class S3Connector:
             return (f"the AWS credentials were refused ({code}); check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY "
                     "or the profile in use")
         if code in _DENIED:
-            return f"access to bucket {self.bucket} is denied; the credentials need s3:ListBucket and s3:GetObject on it"
+            return f"listing bucket {self.bucket} is denied; the credentials need s3:ListBucket and s3:GetObject on it"
         return f"bucket {self.bucket} cannot be used ({code or 'unknown error'})"
 
     # Matching ----------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ import random
 import signal
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import boto3
@@ -23,6 +24,7 @@ import pytest
 from connectors.s3 import S3Connector
 from connectors.s3_queue import QueueConsumer
 from headwater.dead_letters import FileDeadLetters
+from headwater.errors import ConfigurationError
 from headwater.fleet.context import local_target
 from headwater.fleet.enqueue import enqueue_changes
 from tests.integration.fleet_harness import FleetProcesses
@@ -165,6 +167,52 @@ def test_a_missing_bucket_is_one_clear_error_and_exit_1(aws, tmp_path):
     assert done.returncode == 1
     assert "no-such-bucket does not exist" in done.stderr and "Traceback" not in done.stderr
     assert SECRET not in done.stdout + done.stderr
+
+
+@contextmanager
+def enforced_auth(aws):
+    """moto checks IAM from here on: a user who may do anything in S3 except read one key; yields its keys."""
+    from connectors.s3 import aws_client
+
+    iam = boto3.client("iam", endpoint_url=aws["endpoint"], region_name="us-east-1")
+    iam.create_user(UserName="reader")
+    iam.put_user_policy(UserName="reader", PolicyName="all-but-one", PolicyDocument=json.dumps({
+        "Version": "2012-10-17", "Statement": [
+            {"Effect": "Allow", "Action": "s3:*", "Resource": "*"},
+            {"Effect": "Deny", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::guarded/docs/secret.md"}]}))
+    key = iam.create_access_key(UserName="reader")["AccessKey"]
+    httpx.post(f"{aws['endpoint']}/moto-api/reset-auth", content=b"0").raise_for_status()
+    aws_client.cache_clear()  # clients hold the credentials they were built with
+    try:
+        yield key["AccessKeyId"], key["SecretAccessKey"]
+    finally:
+        httpx.post(f"{aws['endpoint']}/moto-api/reset-auth", content=b"inf").raise_for_status()
+        aws_client.cache_clear()
+
+
+def test_access_denied_on_one_object_and_refused_credentials(aws, make_harness, tmp_path, monkeypatch):
+    s3, bucket = aws["s3"], "guarded"
+    new_bucket(aws, bucket, notify=False)
+    s3.put_object(Bucket=bucket, Key="docs/open.md", Body=note("open pages"))
+    s3.put_object(Bucket=bucket, Key="docs/secret.md", Body=note("guarded pages"))
+    connector = S3Connector("guarded", bucket, "docs", endpoint_url=aws["endpoint"])
+    harness = make_harness(tmp_path)
+    with enforced_auth(aws) as (key_id, secret):
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAWRONGWRONGWRONG1")
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong-secret-value-never-logged")
+        with pytest.raises(ConfigurationError) as refused:
+            connector.check()
+        assert "credentials were refused" in str(refused.value) and "wrong-secret" not in str(refused.value)
+
+        from connectors.s3 import aws_client
+        aws_client.cache_clear()
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", key_id)
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
+        connector.check()
+        report = harness.engine.sync(connector)
+    assert report.added == 1 and set(report.failed) == {"docs/secret.md"}, report
+    assert "permission denied" in report.failed["docs/secret.md"]
+    assert set(texts_by_uri(embedded_records(harness))) == {"docs/open.md"}
 
 
 def test_events_are_reflected_in_embedded_mode(aws, make_harness, tmp_path):
@@ -385,3 +433,13 @@ def test_webhook_applies_events_and_rejects_bad_tokens_with_nothing_enqueued(aws
         server.wait_for_run(answer.json()["run_id"])
         assert "pushed note.md" not in json.dumps(server.api.get("/api/v1/sources/minio/documents").json())
         assert token not in server.log()
+
+        # An S3 source added through the API, and a full run of it.
+        created = server.api.post("/api/v1/sources", json={"id": "api-s3", "kind": "s3", "options": {
+            "bucket": bucket, "prefix": "api", "endpoint_url": aws["endpoint"]}})
+        assert created.status_code == 201, created.text
+        s3.put_object(Bucket=bucket, Key="api/added.md", Body=note("sources added over HTTP"))
+        run = server.wait_for_run(server.api.post("/api/v1/sources/api-s3/runs").json()["run_id"])
+        assert run["status"] == "complete" and run["indexed"] == 1, run
+        assert server.api.post("/api/v1/sources", json={"id": "bad-s3", "kind": "s3", "options": {
+            "path": "/tmp"}}).status_code == 422
