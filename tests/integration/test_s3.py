@@ -248,6 +248,45 @@ def test_events_are_reflected_in_embedded_mode(aws, make_harness, tmp_path):
     assert attributes["ApproximateNumberOfMessages"] == "0" and attributes["ApproximateNumberOfMessagesNotVisible"] == "0"
 
 
+def test_watch_command_applies_events_in_process(aws, tmp_path):
+    s3, bucket = aws["s3"], "watch-command"
+    queue_url = new_bucket(aws, bucket)
+    s3.put_object(Bucket=bucket, Key="docs/before.md", Body=note("indexed by the first pass"))
+    env = {**os.environ, "AWS_ENDPOINT_URL": aws["endpoint"], "HEADWATER_CHROMA_PATH": str(tmp_path / "chroma"),
+           "HEADWATER_COLLECTION": "watched", "COLUMNS": "200"}
+    watcher = subprocess.Popen([sys.executable, "-m", "headwater.cli", "watch", f"s3://{bucket}/docs", "--queue-url",
+                                queue_url], env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True)
+    lines: list[str] = []
+    try:
+        def saw(text: str) -> bool:
+            while not any(text in line for line in lines):
+                line = watcher.stdout.readline()
+                if not line:
+                    raise AssertionError("the watcher exited: " + "".join(lines)[-3000:])
+                lines.append(line)
+            return True
+
+        saw("watching s3://")
+        s3.put_object(Bucket=bucket, Key="docs/during.md", Body=note("indexed from its event"))
+        saw("synced: added 1")
+        aws["sqs"].send_message(QueueUrl=queue_url, MessageBody='{"Records": "not a list"}')
+        saw("dead-lettered")
+    finally:
+        watcher.send_signal(signal.SIGINT)
+        rest, _ = watcher.communicate(timeout=60)
+    output = "".join(lines) + rest
+    assert watcher.returncode == 0, output[-3000:]
+    assert "dead lettered 1" in output and SECRET not in output
+    letters = FileDeadLetters(tmp_path / "dead-letters.jsonl", f"s3://{bucket}/docs").entries()
+    assert [entry["reason"] for entry in letters] == ["Records is not a list"]
+    from headwater.chroma_store import ChromaStore
+    from headwater.settings import Settings
+
+    store = ChromaStore.from_settings(Settings(chroma_path=tmp_path / "chroma", collection="watched"), create=False)
+    assert {m["uri"] for m in store.collection.get(include=["metadatas"])["metadatas"]} == {"docs/before.md", "docs/during.md"}
+
+
 def test_a_message_is_kept_when_its_changes_cannot_be_applied(aws, make_harness, tmp_path):
     s3, bucket = aws["s3"], "kept-on-failure"
     queue_url = new_bucket(aws, bucket)
