@@ -127,10 +127,10 @@ def _eventbridge(document: dict[str, Any]) -> ParsedMessage:
     obj = detail.get("object")
     if not isinstance(bucket, str) or not bucket or not isinstance(obj, dict) or not isinstance(obj.get("key"), str):
         raise MalformedEvent(f"EventBridge {document['detail-type']} event has no detail.bucket.name or detail.object.key")
-    # EventBridge keys are URL-encoded like notification keys.
+    # Decoded like notification keys (S3 form-encodes keys in what it sends to EventBridge too).
     name = f"{document['detail-type']}:{detail.get('reason') or detail.get('deletion-type') or ''}".rstrip(":")
     return ParsedMessage([ObjectEvent(bucket=bucket, key=unquote_plus(obj["key"]), kind=kind, name=name,
-                                      etag=_etag(obj.get("etag")), size=_size(obj.get("size")),
+                                      etag=_etag(obj.get("etag") or obj.get("eTag")), size=_size(obj.get("size")),
                                       version_id=obj.get("version-id") or None,
                                       sequencer=normalise_sequencer(obj.get("sequencer")))])
 

@@ -89,3 +89,27 @@ def test_object_version_and_queue_endpoints():
     assert object_version("e1", 5, "v9") == "e1:5:v9" and object_version("e1", 5, "null") == "e1:5"
     assert sqs_endpoint("https://sqs.eu-west-1.amazonaws.com/123/q") == ("eu-west-1", None)
     assert sqs_endpoint("http://127.0.0.1:5000/123456789012/q") == (None, "http://127.0.0.1:5000")
+
+
+def test_a_url_scheme_belongs_to_one_kind_and_settings_accept_registered_kinds():
+    from connectors.base import register_connector
+    from headwater.settings import SourceConfig
+
+    with pytest.raises(ValueError, match="already belongs to source kind 's3'"):
+        register_connector("another-s3", S3Connector, url_schemes=("s3",))
+    assert SourceConfig(id="b", kind="s3", options={"bucket": "b"}).kind == "s3"
+    with pytest.raises(ValueError, match="unknown source kind"):
+        SourceConfig(id="x", kind="ftp")
+
+
+def test_spec_never_carries_credentials_and_rebuilds_the_same_connector(monkeypatch):
+    from connectors.base import build_connector
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLEEXAMPLE11")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "never-in-a-spec")
+    connector = S3Connector("s", "bucket", "docs", include=["*.md"], endpoint_url="http://127.0.0.1:9", region="eu-west-1",
+                            max_object_mb=2)
+    spec = connector.spec()
+    assert "never-in-a-spec" not in json.dumps(spec) and "AKIA" not in json.dumps(spec)
+    rebuilt = build_connector(spec["kind"], spec["id"], **spec["options"])
+    assert rebuilt.spec() == spec and rebuilt.max_object_bytes == 2 * 1048576
