@@ -83,7 +83,7 @@ class QueueConsumer:
 
     def handle(self, messages: list[dict[str, Any]]) -> list[DocumentChange]:
         """One received batch: changes accepted first, then the messages deleted. Returns the changes."""
-        events, done = [], []
+        events, done, dead = [], [], []
         for message in messages:
             self.counts["messages"] += 1
             body = message.get("Body", "")
@@ -94,12 +94,13 @@ class QueueConsumer:
                 log.warning("event message %s is not an S3 event notification (%s); dead-lettered",
                             message.get("MessageId"), exc)
                 self.on_dead_letter(str(message.get("MessageId", "")), str(exc), body[:DEAD_LETTER_BODY_CHARS])
-                done.append(message)
+                dead.append(message)
                 continue
             self.counts["test_events"] += parsed.test_events
             self.counts["other_events"] += parsed.other_events
             events.extend(parsed.events)
             done.append(message)
+        self._delete(dead)  # recorded: gone from the queue whatever happens to the rest of the batch
         changes, counts, advanced = self.connector.changes_for(events, self.latest)
         self.counts.update(counts)
         if changes:
