@@ -16,7 +16,10 @@ put_object, then search for the object's text, restricted to its key (`--uri-pre
 Warm-up objects (models loading) are not counted. The load average is printed at start and end:
 the machine is shared, so compare the two modes within one run.
 
-Run: `python -m bench.s3_events [--objects 50]`.
+The fleet runs with default settings: documents of live runs are written as soon as they are ready
+(they do not wait out HEADWATER_FLUSH_DELAY_SECONDS for company); --flush-delay changes that setting.
+
+Run: `python -m bench.s3_events [--objects 50] [--mode both|embedded|fleet] [--flush-delay SECONDS]`.
 """
 
 from __future__ import annotations
@@ -85,7 +88,7 @@ def summary(name: str, latencies: list[float], queries: list[float]) -> dict[str
     p95 = ordered[max(0, round(0.95 * len(ordered)) - 1)]
     figures = {"p50": statistics.median(ordered), "p95": p95, "max": ordered[-1],
                "query_p50": statistics.median(queries)}
-    print(f"{name:>9}: put -> found p50 {figures['p50']:.2f} s, p95 {figures['p95']:.2f} s, max {figures['max']:.2f} s "
+    print(f"{name}: put -> found p50 {figures['p50']:.2f} s, p95 {figures['p95']:.2f} s, max {figures['max']:.2f} s "
           f"over {len(ordered)} objects (one query {figures['query_p50'] * 1000:.0f} ms p50)", flush=True)
     return figures
 
@@ -118,7 +121,7 @@ def embedded(endpoint: str, work: Path, objects: int, warmup: int) -> dict[str, 
             watcher.join(timeout=30)
 
 
-def fleet(endpoint: str, work: Path, objects: int, warmup: int) -> dict[str, float]:
+def fleet(endpoint: str, work: Path, objects: int, warmup: int, flush_delay: float | None) -> dict[str, float]:
     from headwater.retrieval import open_searcher
     from headwater.settings import Settings
     from tests.services import chroma_server, redis_server
@@ -127,7 +130,9 @@ def fleet(endpoint: str, work: Path, objects: int, warmup: int) -> dict[str, flo
     with redis_server(work) as redis_url, chroma_server(work) as (host, port):
         env = {**os.environ, "HEADWATER_REDIS_URL": redis_url, "HEADWATER_CHROMA_HOST": host,
                "HEADWATER_CHROMA_PORT": str(port), "HEADWATER_COLLECTION": "bench", "AWS_ENDPOINT_URL": endpoint,
-               "HEADWATER_CONFIG_FILE": str(work / "none.toml"), "HEADWATER_FLUSH_DELAY_SECONDS": "0.2"}
+               "HEADWATER_CONFIG_FILE": str(work / "none.toml")}
+        if flush_delay is not None:
+            env["HEADWATER_FLUSH_DELAY_SECONDS"] = str(flush_delay)
         logs = []
 
         def start(name: str, *args: str) -> subprocess.Popen:
@@ -144,7 +149,8 @@ def fleet(endpoint: str, work: Path, objects: int, warmup: int) -> dict[str, flo
                                 sparse_index_dir=work / "sparse", config_file=work / "none.toml")
             searcher = _when_collection_exists(lambda: open_searcher(settings), processes)
             measure(s3, "bench-fleet", searcher, "bench", 0, warmup, timeout=300)
-            return summary("fleet", *measure(s3, "bench-fleet", searcher, "bench", warmup, objects))
+            return summary("fleet" if flush_delay is None else f"fleet (flush delay {flush_delay:g} s)",
+                           *measure(s3, "bench-fleet", searcher, "bench", warmup, objects))
         finally:
             for process in processes:
                 os.killpg(process.pid, signal.SIGTERM)
@@ -173,6 +179,8 @@ def main() -> None:
     parser.add_argument("--objects", type=int, default=50)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--mode", choices=("embedded", "fleet", "both"), default="both")
+    parser.add_argument("--flush-delay", type=float, default=None,
+                        help="fleet: HEADWATER_FLUSH_DELAY_SECONDS for the worker (default: the setting's own)")
     args = parser.parse_args()
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
@@ -188,7 +196,7 @@ def main() -> None:
             results["embedded"] = embedded(endpoint, work / "embedded", args.objects, args.warmup)
         if args.mode in ("fleet", "both"):
             (work / "fleet").mkdir()
-            results["fleet"] = fleet(endpoint, work / "fleet", args.objects, args.warmup)
+            results["fleet"] = fleet(endpoint, work / "fleet", args.objects, args.warmup, args.flush_delay)
     if len(results) == 2:
         print(f"fleet / embedded p50: {results['fleet']['p50'] / results['embedded']['p50']:.2f}x")
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
