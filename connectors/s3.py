@@ -69,7 +69,10 @@ class S3Connector:
     def __init__(self, source_id: str, bucket: str, prefix: str = "", include: Sequence[str] = ("**",),
                  exclude: Sequence[str] = (), region: str | None = None, endpoint_url: str | None = None,
                  max_object_mb: float | None = None, queue_url: str | None = None,
-                 wait_seconds: int = 10, page_size: int = 1000, **_ignored: Any) -> None:
+                 wait_seconds: int = 10, page_size: int = 1000, **unknown: Any) -> None:
+        if unknown:  # a misspelt option in headwater.toml must not be silently ignored
+            raise ValueError(f"S3 source {source_id}: unknown option(s) {', '.join(sorted(unknown))}; known: bucket, prefix, "
+                             "include, exclude, region, endpoint_url, max_object_mb, queue_url, wait_seconds, page_size")
         if not bucket or "/" in bucket:
             raise ValueError(f"{bucket!r} is not an S3 bucket name")
         self.source_id = source_id

@@ -113,3 +113,8 @@ def test_spec_never_carries_credentials_and_rebuilds_the_same_connector(monkeypa
     assert "never-in-a-spec" not in json.dumps(spec) and "AKIA" not in json.dumps(spec)
     rebuilt = build_connector(spec["kind"], spec["id"], **spec["options"])
     assert rebuilt.spec() == spec and rebuilt.max_object_bytes == 2 * 1048576
+
+
+def test_a_misspelt_option_is_an_error():
+    with pytest.raises(ValueError, match="unknown option.*max_object_size"):
+        S3Connector("s", "bucket", max_object_size=3)
