@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 import headwater.offline  # noqa: F401
-from headwater import cli_fleet
+from headwater import cli_fleet, cli_push
 from headwater.cli_common import (AllowMassDeleteOpt, ChromaPathOpt, CollectionOpt, ExcludeOpt, IncludeOpt,
                                   SourceIdOpt, configure_logging, resolve_connector, fail, cli_settings, err, out, stop_on_signals)
 from headwater.errors import HeadwaterError
@@ -312,6 +312,9 @@ def serve(host: Annotated[str, typer.Option("--host", help="Interface to listen 
 
 # Fleet commands (worker, beat, runs, retry, cancel) live in their own module.
 for _command in cli_fleet.COMMANDS:
+    app.command()(_command)
+# Promotion of an embedded collection to a server (push).
+for _command in cli_push.COMMANDS:
     app.command()(_command)
 
 
