@@ -295,7 +295,10 @@ def serve(host: Annotated[str, typer.Option("--host", help="Interface to listen 
 
     from headwater.http.app import create_app, open_services
 
+    from headwater.observability import logs, setup
+
     settings = load_settings()
+    setup(settings, "serve")
     try:
         services = open_services(settings)  # fails here, with the reason, before listening
     except (HeadwaterError, ValueError) as exc:
@@ -304,7 +307,7 @@ def serve(host: Annotated[str, typer.Option("--host", help="Interface to listen 
     err.print(f"headwater serve: {mode} mode, collection {settings.collection}, http://{host}:{port}/admin")
     try:
         uvicorn.run(create_app(settings, services), host=host, port=port, log_level="info",
-                    proxy_headers=True, server_header=False)
+                    log_config=logs.uvicorn_log_config(settings), proxy_headers=True, server_header=False)
     finally:
         services.stats.close()
         services.backend.close()
