@@ -160,3 +160,17 @@ def test_a_failing_task_reports_a_scrubbed_event_and_metrics_cover_a_fleet_sync(
              if line.startswith("{")]
     assert any(line.get("run_id") == run_id and line.get("component") == "worker" for line in lines)
     assert not any(secret in (Path(tmp_path) / "worker.log").read_text() for secret in SECRETS)
+
+
+def test_the_beat_liveness_check_follows_the_running_beat(tmp_path):
+    from headwater.observability.beat_alive import alive
+
+    with redis_server(tmp_path) as redis_url:
+        processes = FleetProcesses(redis_url, "127.0.0.1", free_port(), tmp_path)
+        assert not alive(redis_url)  # no beat yet
+        try:
+            processes.start_beat()
+            wait_until(lambda: alive(redis_url), 60, "the beat to take its lock")
+        finally:
+            processes.stop()
+        wait_until(lambda: not alive(redis_url), 60, "the stopped beat's lock to go")
