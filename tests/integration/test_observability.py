@@ -10,7 +10,6 @@ import gzip
 import http.server
 import json
 import threading
-import time
 import zlib
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from tests.integration.http_harness import ServeProcess
 from tests.integration.test_fleet import spec, write_corpus
 from tests.services import chroma_server, free_port, redis_server, wait_until
 from workers import names
+from workers.celery_app import create_app
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -121,8 +121,7 @@ def test_a_failing_task_reports_a_scrubbed_event_and_metrics_cover_a_fleet_sync(
             # A task that fails (one argument too many), carrying secrets in its arguments.
             leaky = (f"redis://:{REDIS_PASSWORD}@redis:6379/0 Bearer {ADMIN_TOKEN} {GITHUB_TOKEN} "
                      f"aws_secret_access_key={S3_SECRET} secret={WEBHOOK_SECRET}")
-            fleet_app = __import__("workers.celery_app", fromlist=["create_app"]).create_app(fleet.settings)
-            fleet_app.send_task(names.FETCH, args=[run_id, "runbook-1.md", leaky], queue=names.FETCH_QUEUE)
+            create_app(fleet.settings).send_task(names.FETCH, args=[run_id, "runbook-1.md", leaky], queue=names.FETCH_QUEUE)
             wait_until(lambda: any(e.get("exception") for e in receiver.events()), 60, "the error event")
 
             worker_metrics = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).text
