@@ -18,13 +18,13 @@ def push(from_path: Annotated[Path, typer.Option("--from-path", help="The embedd
              "--to-collection", help="Name at the target (default: the same name).")] = None,
          token: Annotated[Optional[str], typer.Option(
              "--token", envvar="HEADWATER_CHROMA_TOKEN", show_default=False,
-             help="Bearer token for a proxy in front of the server.")] = None,
+             help="Bearer token for a proxy in front of the server (prefer the environment variable: a command line is visible to other users).")] = None,
          cloud_api_key: Annotated[Optional[str], typer.Option(
              "--cloud-api-key", envvar="HEADWATER_CHROMA_CLOUD_API_KEY", show_default=False,
-             help="Chroma Cloud API key (with --to cloud).")] = None,
-         cloud_tenant: Annotated[Optional[str], typer.Option("--cloud-tenant", envvar="HEADWATER_CHROMA_CLOUD_TENANT")] = None,
+             help="Chroma Cloud API key, with --to cloud (prefer the environment variable).")] = None,
+         cloud_tenant: Annotated[Optional[str], typer.Option("--cloud-tenant", envvar="HEADWATER_CHROMA_CLOUD_TENANT", help="Chroma Cloud tenant (default: the API key's).")] = None,
          cloud_database: Annotated[Optional[str], typer.Option(
-             "--cloud-database", envvar="HEADWATER_CHROMA_CLOUD_DATABASE")] = None,
+             "--cloud-database", envvar="HEADWATER_CHROMA_CLOUD_DATABASE", help="Chroma Cloud database (default: the API key's).")] = None,
          batch_size: Annotated[Optional[int], typer.Option(
              "--batch-size", min=1, help="Records per write (capped by the target's own limit).")] = None,
          prune: Annotated[bool, typer.Option(
