@@ -111,8 +111,11 @@ def test_a_failing_task_reports_a_scrubbed_event_and_metrics_cover_a_fleet_sync(
             serve.start()
             folder = tmp_path / "docs"
             write_corpus(folder, documents=3)
+            locked = folder / "locked.md"  # a document that fails: the worker may not read it
+            locked.write_text("# Locked\n")
+            locked.chmod(0)
             fleet, run_id = processes.queue_sync("observed", folder, "docs")
-            assert processes.wait_for_run(fleet, run_id).status.value == "complete"
+            assert processes.wait_for_run(fleet, run_id).status.value == "complete_with_errors"
             (folder / "runbook-0.md").write_text("# Runbook 0\n\nChanged after the full run.\n")
             live = enqueue_changes(fleet, spec(folder, "docs"), local_target(fleet.settings),
                                    [DocumentChange("docs", "runbook-0.md", Op.UPSERT, version="edited")])
@@ -150,6 +153,8 @@ def test_a_failing_task_reports_a_scrubbed_event_and_metrics_cover_a_fleet_sync(
     assert 'headwater_documents_total{outcome="indexed",stage="write"} 4.0' in worker_metrics
     assert 'headwater_event_to_searchable_seconds_count{source_kind="folder"} 1.0' in worker_metrics
     assert 'headwater_task_failures_total{reason="TypeError",task="fetch"} 1.0' in worker_metrics
+    assert 'headwater_task_failures_total{reason="PermanentDocumentError",task="fetch"} 1.0' in worker_metrics
+    assert 'headwater_documents_total{outcome="failed",stage="fetch"} 1.0' in worker_metrics
     for queue in names.ALL_QUEUES:
         assert f'headwater_queue_depth{{queue="{queue}"}}' in worker_metrics
         assert f'headwater_queue_depth{{queue="{queue}"}}' in app_metrics
