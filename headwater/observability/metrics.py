@@ -94,6 +94,20 @@ def searchable(fleet: Any, run: Any, uri: str) -> None:
     EVENT_TO_SEARCHABLE.labels(kind).observe(max(0.0, time.time() - since))
 
 
+def sync_report(report: Any) -> None:
+    """An in-process sync (embedded `headwater serve`) finished: its documents and chunks, as stage "sync"."""
+    for outcome, count in (("indexed", report.added + report.updated + report.moved), ("unchanged", report.unchanged),
+                           ("deleted", report.deleted), ("skipped", len(report.skipped)), ("failed", len(report.failed))):
+        if count:
+            DOCUMENTS.labels("sync", outcome).inc(count)
+    for outcome, count in (("embedded", report.chunks_embedded), ("reused", report.chunks_reused),
+                           ("unchanged", report.chunks_unchanged)):
+        if count:
+            CHUNKS.labels("sync", outcome).inc(count)
+    if report.finished_at:
+        STAGE_SECONDS.labels("sync").observe(max(0.0, report.finished_at - report.started_at))
+
+
 # Multiprocess exposition (the worker's main process) -------------------------------------------
 
 def worker_registry(queues: list[str], redis_url: str) -> Any:
