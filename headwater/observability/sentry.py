@@ -50,8 +50,8 @@ def make_before_breadcrumb(scrubber: Scrubber) -> Any:
 
 def init(settings: Settings, component: str) -> bool:
     """Start reporting to the configured DSN; False (and nothing imported) when none is set."""
-    if settings.sentry_dsn is None:
-        return False
+    if settings.sentry_dsn is None or not settings.sentry_dsn.get_secret_value().strip():
+        return False  # unset, or set empty (compose passes an unset variable on as "")
     import sentry_sdk
     from sentry_sdk.integrations.celery import CeleryIntegration
     from sentry_sdk.integrations.fastapi import FastApiIntegration

@@ -75,3 +75,10 @@ def test_text_is_the_default_on_a_terminal_and_json_elsewhere():
     assert not wants_json(Settings(), Terminal()) and wants_json(Settings(), io.StringIO())
     assert wants_json(Settings(log_format="json"), Terminal()) and not wants_json(Settings(log_format="text"))
     assert "admin-token-123456" not in ScrubbingTextFormatter(_scrubber()).format(_record("admin-token-123456"))
+
+
+def test_sentry_stays_off_without_a_dsn_or_with_an_empty_one():
+    from headwater.observability import sentry
+
+    assert not sentry.init(Settings(), "worker")
+    assert not sentry.init(Settings(sentry_dsn=SecretStr("")), "worker")
