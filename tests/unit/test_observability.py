@@ -82,3 +82,14 @@ def test_sentry_stays_off_without_a_dsn_or_with_an_empty_one():
 
     assert not sentry.init(Settings(), "worker")
     assert not sentry.init(Settings(sentry_dsn=SecretStr("")), "worker")
+
+
+def test_a_task_is_tagged_with_the_ids_its_arguments_carry():
+    from headwater.observability.celery_hooks import task_ids
+    from headwater.observability.metrics import stage_of_task
+    from workers import names
+
+    assert task_ids(names.FETCH, ["run-1", "docs/a.md"]) == {"run_id": "run-1", "document": "docs/a.md"}
+    assert task_ids(names.FINISH, ["run-1"]) == {"run_id": "run-1", "document": None}
+    assert task_ids(names.FLUSH, ["handbook"]) == {"collection": "handbook"}
+    assert [stage_of_task(t) for t in (names.PARSE, names.EMBED_DENSE, names.FLUSH)] == ["parse", "dense", "write"]
