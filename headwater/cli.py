@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 import headwater.offline  # noqa: F401
-from headwater import cli_fleet
+from headwater import cli_fleet, cli_push
 from headwater.cli_common import (AllowMassDeleteOpt, ChromaPathOpt, CollectionOpt, ExcludeOpt, IncludeOpt,
                                   QueueUrlOpt, SourceIdOpt, announce_dead_letter, print_event_counts, configure_logging, resolve_connector, fail, cli_settings, err, out, stop_on_signals)
 from headwater.errors import HeadwaterError
@@ -307,7 +307,10 @@ def serve(host: Annotated[str, typer.Option("--host", help="Interface to listen 
 
     from headwater.http.app import create_app, open_services
 
+    from headwater.observability import logs, setup
+
     settings = load_settings()
+    setup(settings, "serve")
     try:
         services = open_services(settings)  # fails here, with the reason, before listening
     except (HeadwaterError, ValueError) as exc:
@@ -316,7 +319,7 @@ def serve(host: Annotated[str, typer.Option("--host", help="Interface to listen 
     err.print(f"headwater serve: {mode} mode, collection {settings.collection}, http://{host}:{port}/admin")
     try:
         uvicorn.run(create_app(settings, services), host=host, port=port, log_level="info",
-                    proxy_headers=True, server_header=False)
+                    log_config=logs.uvicorn_log_config(settings), proxy_headers=True, server_header=False)
     finally:
         services.stats.close()
         services.backend.close()
@@ -324,6 +327,9 @@ def serve(host: Annotated[str, typer.Option("--host", help="Interface to listen 
 
 # Fleet commands (worker, beat, runs, retry, cancel) live in their own module.
 for _command in cli_fleet.COMMANDS:
+    app.command()(_command)
+# Promotion of an embedded collection to a server (push).
+for _command in cli_push.COMMANDS:
     app.command()(_command)
 
 

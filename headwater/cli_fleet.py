@@ -101,11 +101,16 @@ def fleet_watch(path: str, collection: str | None, source_id: str | None, includ
 
 def worker(queues: Annotated[Optional[str], typer.Option("--queues", help="Comma-separated queues (default: all).")] = None,
            concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Processes.")] = 1) -> None:
-    """Run a fleet worker: pulls work from Redis, writes to the Chroma server. Needs no inbound port."""
+    """Run a fleet worker: pulls work from Redis, writes to the Chroma server. Needs no inbound port
+    (HEADWATER_METRICS_PORT opens one for Prometheus)."""
+    from headwater.observability import setup, start_worker_metrics
+
+    settings = load_settings()
+    start_worker_metrics(settings, queues)  # before anything imports prometheus_client
+    setup(settings, "worker")
     from workers import names
     from workers.celery_app import app as celery
 
-    settings = load_settings()
     if not (settings.chroma_host or settings.is_cloud):
         fail(ValueError("workers need a Chroma server: set HEADWATER_CHROMA_HOST (and HEADWATER_CHROMA_PORT)"))
     wanted = queues.split(",") if queues else list(names.ALL_QUEUES)
@@ -119,6 +124,9 @@ def worker(queues: Annotated[Optional[str], typer.Option("--queues", help="Comma
 def beat(schedule_file: Annotated[Path, typer.Option(
         "--schedule-file", help="Where Celery beat keeps its last-run times.")] = Path(".headwater/celerybeat-schedule")) -> None:
     """Run the fleet's scheduler (Celery beat on redbeat): the sweeper and per-source schedules. Run exactly one."""
+    from headwater.observability import setup
+
+    setup(load_settings(), "beat")
     from workers.celery_app import app as celery
 
     schedule_file.parent.mkdir(parents=True, exist_ok=True)

@@ -160,6 +160,16 @@ class Settings(BaseSettings):
     # Celery beat (redbeat) looks for new or changed per-source schedules at least this often.
     beat_max_loop_interval_seconds: float = Field(default=5.0, gt=0)
 
+    # Operations (headwater.observability). Error reports go to Sentry when a DSN is set, scrubbed
+    # of secrets; logs are JSON lines unless stderr is a terminal (auto), or as set; a worker serves
+    # Prometheus metrics on metrics_port when set (its pool processes write samples to metrics_dir).
+    sentry_dsn: SecretStr | None = None
+    sentry_environment: str = "production"
+    sentry_traces_sample_rate: float = Field(default=0.0, ge=0, le=1)
+    log_format: Literal["auto", "json", "text"] = "auto"
+    metrics_port: int | None = Field(default=None, ge=1, le=65535)
+    metrics_dir: Path | None = None
+
     max_document_mb: float = Field(default=25.0, gt=0)
     # Editors save in several steps; wait this long after the last event before syncing a file.
     watch_debounce_seconds: float = Field(default=0.5, ge=0)

@@ -33,6 +33,7 @@ from headwater.fleet.batches import BATCH_TASK, Batch
 from headwater.fleet.context import Fleet
 from headwater.fleet.state import BATCHED_STEPS, DENSE, FETCH, FINISH, LIST, PARSE, SPARSE, WRITE, Commit, Moved
 from headwater.models import Op
+from headwater.observability import metrics
 from headwater.sparse_codec import encode_sparse
 from workers import names
 from workers.chunk import chunk_document
@@ -55,6 +56,7 @@ class Held:
 
     def commit(self, next_state: str, next_steps: tuple[str, ...] = (), siblings: tuple[str, ...] = (),
                reason: str = "", weight: int = 1) -> Moved:
+        metrics.document_moved(self.step, next_state)
         return self.fleet.state.commit(self.run_id, self.step, self.uri, self.token, next_state, next_steps,
                                        siblings, reason, weight)
 
@@ -74,8 +76,10 @@ def run_step(fleet: Fleet, run_id: str, step: str, uri: str, body: Callable[[Hel
         with fleet.renewing([keys.member(run_id, step, uri)], token):
             body(held)
     except (PermanentDocumentError, ConfigurationError, ListingError, RunDataMissing) as exc:
+        metrics.FAILURES.labels(step, type(exc).__name__).inc()
         _end_failed(held, str(exc))
     except Exception as exc:  # noqa: BLE001  (anything else is worth a retry: Chroma, Redis or the source blinked)
+        metrics.RETRIES.labels(step, type(exc).__name__).inc()
         _retry_later(held, exc)
     fleet.costs.add(step, perf_counter() - started, 1 if uri else 0)
 
@@ -338,8 +342,11 @@ def run_batch(fleet: Fleet, collection: str, step: str, work: Callable[[Batch], 
             commits = work(batch)
             fleet.crash.reached(worked_point)
     except Exception as exc:  # noqa: BLE001  (Redis, the model or Chroma failed: retried, then its documents fail)
+        metrics.RETRIES.labels(step, type(exc).__name__).inc()
         _follow_all(fleet, batches.retry(fleet, batch, exc, doing, check))
         return
+    for commit in commits:
+        metrics.document_moved(commit.step, commit.next_state)
     moves = fleet.state.commit_many(commits)
     fleet.crash.reached(committed_point)
     _follow_all(fleet, [(c.run_id, moved) for c, moved in zip(commits, moves)])
@@ -387,6 +394,7 @@ def _embed_batch(fleet: Fleet, batch: Batch) -> list[Commit]:
 
 def _vectors(fleet: Fleet, side: str, texts: list[str]) -> list[str]:
     """Each text's vector as stored in the payloads: JSON floats (dense) or the encoded sparse vector."""
+    metrics.embedded(side, len(texts))
     if side == DENSE:
         return [json_vector(v) for v in fleet.dense.embed(texts)]
     return [encode_sparse(i, v) for i, v in fleet.sparse.encode(texts)]
@@ -439,6 +447,9 @@ def _write_batch(fleet: Fleet, taken: list[tuple[str, str]]) -> list[tuple[str, 
                                        after_chunks=lambda: fleet.crash.reached("flush.after_chunks"))
         ends.append(_queue_writes(fleet, writer, run, uri, plan, vectors[2 * n], vectors[2 * n + 1]))
     writer.flush()
+    for (run_id, uri), (state, _) in zip(taken, ends):
+        if state == outcomes.INDEXED:
+            metrics.searchable(fleet, fleet.run(run_id), uri)
     return ends
 
 

@@ -124,9 +124,12 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
     @app.get("/metrics", tags=["health"], summary="Prometheus metrics (needs the admin token)",
              dependencies=[Depends(_metrics_auth)], response_class=PlainTextResponse)
     def metrics(request: Request) -> PlainTextResponse:
-        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+        from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
-        return PlainTextResponse(generate_latest(request.app.state.services.stats.registry),
+        from headwater.observability import metrics as pipeline  # noqa: F401  (registers the pipeline series)
+
+        # The app's own series (requests, queue depths, sources), then the pipeline's and the process's.
+        return PlainTextResponse(generate_latest(request.app.state.services.stats.registry) + generate_latest(REGISTRY),
                                  media_type=CONTENT_TYPE_LATEST)
 
     def _token_or_session(request: Request) -> None:

@@ -82,7 +82,9 @@ class EmbeddedBackend:
         self._queue: queue.Queue[_Live | None] = queue.Queue()
         self._stack = contextlib.ExitStack()
         # Raises ChromaPathBusy, naming the other writer, before anything else starts.
-        self.engine = self._stack.enter_context(open_engine(settings, _Progress(self)))
+        from headwater.observability import metrics
+
+        self.engine = self._stack.enter_context(open_engine(settings, _Progress(self), observers=[metrics.written]))
         threads = settings.model_threads or 1
         # Queries get their own model instances: tokenizers are not safe to share with a running sync.
         self.searcher = Searcher(self.engine.store, DenseEmbedder(settings.dense_model_dir, threads, int8=settings.dense_int8,
@@ -215,6 +217,15 @@ class EmbeddedBackend:
                 self.current = None
 
     def _run(self, live: _Live) -> None:
+        from headwater.observability import context, metrics
+
+        bound = context.bind(run_id=live.run_id, source_id=live.source_id)  # in its logs and error reports
+        try:
+            self._run_bound(live, metrics)
+        finally:
+            context.reset(bound)
+
+    def _run_bound(self, live: _Live, metrics: Any) -> None:
         row = self.store.get_run(live.run_id)
         row.status, row.started_at = "running", time.time()
         self.store.save_run(row)
@@ -235,6 +246,7 @@ class EmbeddedBackend:
         except (HeadwaterError, ValueError, OSError) as exc:
             row.status, row.errors = "failed", {"(source)": str(exc)}
         else:
+            metrics.sync_report(report)
             indexed = report.added + report.updated + report.moved
             row.counters = {"scanned": indexed + report.unchanged + len(report.skipped) + len(report.failed),
                             "unchanged": report.unchanged, "queued": live.total, "indexed": indexed,
