@@ -196,6 +196,10 @@ def fetch(fleet: Fleet, run_id: str, uri: str) -> None:
             _to_write_or_end(held, outcomes.removed(run.source_id, uri, stored, outcomes.DELETED),
                              run.target.collection)
             return
+        except SkippedDocument as exc:  # declined by its connector (over the source's own size limit)
+            _to_write_or_end(held, outcomes.removed(run.source_id, uri, stored, outcomes.SKIPPED, str(exc)),
+                             run.target.collection)
+            return
         version = fetched.version or change.version or fetched.doc_hash
         modified_time = fetched.modified_time or change.observed_at
         if stored and stored.complete and stored.doc_hash == fetched.doc_hash:
@@ -205,7 +209,8 @@ def fetch(fleet: Fleet, run_id: str, uri: str) -> None:
         # Stored before the commit: a parse re-driven after this task dies reads them from here.
         fleet.payloads.put_bytes(keys.doc_payload(run_id, uri, "bytes"), fetched.data)
         facts = asdict(DocumentFacts(source_id=run.source_id, uri=uri, doc_version=version, doc_hash=fetched.doc_hash,
-                                     modified_time=modified_time, mime_type="", parser=""))
+                                     modified_time=modified_time, mime_type="", parser="", url=fetched.url,
+                                     metadata=fetched.metadata))
         fleet.payloads.put_json(keys.doc_payload(run_id, uri, "facts"), facts)
         fleet.crash.reached("fetch.after_payload", uri)
         moved = held.commit("parse", (PARSE,))

@@ -36,6 +36,7 @@ class _Live:
     kind: str
     uris: list[str] | None = None
     allow_mass_delete: bool = False
+    job: Any = None  # a git push: job(engine) applies it and returns the report (None: nothing to do)
     done: int = 0
     total: int = 0
     cancel: threading.Event = field(default_factory=threading.Event)
@@ -80,6 +81,9 @@ class EmbeddedBackend:
         self._pending: dict[str, _Live] = {}  # run id -> queued or running
         self._queue: queue.Queue[_Live | None] = queue.Queue()
         self._stack = contextlib.ExitStack()
+        from headwater.source_cursors import CursorStore
+
+        self.cursors = CursorStore(store)  # git sources' synced commits and the webhook deliveries taken
         # Raises ChromaPathBusy, naming the other writer, before anything else starts.
         self.engine = self._stack.enter_context(open_engine(settings, _Progress(self)))
         threads = settings.model_threads or 1
@@ -135,6 +139,19 @@ class EmbeddedBackend:
             self._pending[live.run_id] = live
         self._queue.put(live)
         return live.run_id, None
+
+    def submit_push(self, source: Any, push: Any) -> str:
+        """Queue a git push as a run of its own: pushes of a source are applied one after another, in order."""
+        from headwater.git_pushes import sync_push_embedded
+
+        live = _Live(uuid.uuid4().hex, source.id, "push",
+                     job=lambda engine, connector: sync_push_embedded(engine, connector, self.cursors, push))
+        with self._lock:
+            self.store.save_run(RunRow(id=live.run_id, source_id=source.id, kind="push", status="pending",
+                                       created_at=time.time(), counters={}, errors={}))
+            self._pending[live.run_id] = live
+        self._queue.put(live)
+        return live.run_id
 
     def cancel(self, run_id: str) -> bool | None:
         """True: cancelled; False: already finished; None: no such run."""
@@ -210,8 +227,16 @@ class EmbeddedBackend:
             if source is None:
                 raise HeadwaterError(f"source {live.source_id} was deleted before its run started")
             connector = build_source_connector(self.settings, source.config)
-            if live.uris is None:
+            if live.job is not None:
+                report = live.job(self.engine, connector)
+                if report is None:  # nothing to do (already synced, or the branch was deleted)
+                    from headwater.report import SyncReport
+
+                    report = SyncReport(source_id=live.source_id).finish()
+            elif live.uris is None:
                 report = self.engine.sync(connector, allow_mass_delete=live.allow_mass_delete)
+                if getattr(connector, "cursor", None):  # a git source: the commit this pass synced
+                    self.cursors.set(live.source_id, connector.cursor)
             else:
                 report = self.engine.apply(connector, [DocumentChange(live.source_id, u, Op.UPSERT) for u in live.uris])
         except RunCancelled:
