@@ -120,8 +120,9 @@ def _deliver(svc: Any, headers: Any, body: bytes) -> JSONResponse:
 
     queued = []
     for source in targets:
-        svc.backend.submit_push(source, Push.from_payload(source.id, payload, delivery))  # type: ignore[arg-type]
-        queued.append(source.id)
+        # Embedded serve answers with the run that will apply it; a fleet's run is made once the push is diffed.
+        run_id = svc.backend.submit_push(source, Push.from_payload(source.id, payload, delivery))  # type: ignore[arg-type]
+        queued.append({"source_id": source.id, "run_id": run_id})
     return _reply(202, "queued", status="queued", sources=queued)
 
 
