@@ -64,8 +64,8 @@ def follows(source: Any, repository: dict[str, Any]) -> bool:
                for f in _REPOSITORY_URL_FIELDS)
 
 
-def _reply(status: int, message: str, **extra: Any) -> JSONResponse:
-    return JSONResponse({"detail": message, **extra}, status_code=status)
+def _reply(code: int, message: str, **extra: Any) -> JSONResponse:
+    return JSONResponse({"detail": message, **extra}, status_code=code)
 
 
 @router.post("/webhooks/github", summary="GitHub webhook: push events sync git sources (signed; no token)")
