@@ -56,7 +56,7 @@ def measure(serve, repo: Repository, rounds: int, poll: float, first: int = 0) -
             raise SystemExit(f"webhook answered {response.status_code}: {response.text}")
         params = {"q": phrase, "k": 1, "mode": "dense", "source_id": "bench", "where": json.dumps({"commit": after})}
         while True:
-            hits = serve.api.get("/api/v1/search", params=params).json()
+            hits = _hits(serve, params)
             if hits and hits[0]["uri"] == f"docs/note-{i % 7:03}.md":
                 break
             if perf_counter() - started > 120:
@@ -64,6 +64,12 @@ def measure(serve, repo: Repository, rounds: int, poll: float, first: int = 0) -
             sleep(poll)
         latencies.append(perf_counter() - started)
     return latencies, answers
+
+
+def _hits(serve, params: dict) -> list[dict]:
+    """Search results, or none while the collection does not exist yet (a 409)."""
+    response = serve.api.get("/api/v1/search", params=params)
+    return response.json() if response.status_code == 200 else []
 
 
 def run_mode(mode: str, work: Path, args: argparse.Namespace) -> dict:
@@ -96,7 +102,7 @@ def run_mode(mode: str, work: Path, args: argparse.Namespace) -> dict:
             serve.anonymous.post("/webhooks/github", content=body, headers=headers).raise_for_status()
             params = {"q": "tuning the SPLADE encoder", "k": 1, "mode": "dense", "where": json.dumps({"commit": first})}
             deadline = perf_counter() + 300
-            while not serve.api.get("/api/v1/search", params=params).json():  # the first sync (full)
+            while not _hits(serve, params):  # the first sync (full)
                 if perf_counter() > deadline:
                     raise SystemExit(f"the first sync did not finish; see {serve.log_path}")
                 sleep(0.5)
