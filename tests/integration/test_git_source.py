@@ -164,3 +164,51 @@ def test_a_push_of_a_thousand_files_is_written_in_bounded_batches(tmp_path, make
     assert report.added == 1000 and report.failed == {}, report
     assert max(size for _, size in harness.writes) <= 300, harness.writes
     assert indexed(harness) == expected(repo)
+
+
+@pytest.mark.timeout(300)
+def test_a_private_repository_over_http_with_a_token_that_never_leaks(tmp_path, make_harness, monkeypatch, caplog):
+    from headwater.errors import ListingError
+    from tests.git_http import private_git_server
+
+    token = "ghp_TestTokenNeverLogged0123456789"
+    repo = seeded(tmp_path)
+    git(repo.bare, "config", "http.receivepack", "false")
+    git(repo.bare, "config", "uploadpack.allowFilter", "true")
+    monkeypatch.setenv("HW_TEST_GIT_TOKEN", token)
+    with private_git_server(repo.bare.parent, token) as (base, seen):
+        url = f"{base}/{repo.bare.name}"
+        without = GitConnector("private", url, cache_dir=tmp_path / "cache-none")
+        with pytest.raises(ListingError) as refused:
+            list(without.list_documents())
+        assert "token_env" in str(refused.value)
+        connector = GitConnector("private", url, token_env="HW_TEST_GIT_TOKEN", cache_dir=tmp_path / "cache")
+        report = make_harness(tmp_path).engine.sync(connector)
+        assert report.added == 4 and report.failed == {}, report
+    assert any(header.startswith("Basic ") for header in seen)
+    stored = "".join(p.read_text(errors="replace") for p in (tmp_path / "cache").rglob("*") if p.is_file()
+                     and p.stat().st_size < 1_000_000 and "objects" not in p.parts)
+    assert token not in stored and token not in str(connector.spec()) and token not in caplog.text
+
+
+@pytest.mark.timeout(300)
+def test_the_command_line_syncs_a_git_url_and_status_shows_the_synced_commit(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    repo = seeded(tmp_path)
+    env = {**os.environ, "HEADWATER_CHROMA_PATH": str(tmp_path / "chroma"), "HEADWATER_GIT_CACHE_DIR":
+           str(tmp_path / "cache"), "HEADWATER_CONFIG_FILE": str(tmp_path / "none.toml"), "COLUMNS": "200"}
+    target = f"git+{repo.url}#main"
+    synced = subprocess.run([sys.executable, "-m", "headwater.cli", "sync", target], env=env, cwd=tmp_path,
+                            capture_output=True, text=True, timeout=240)
+    assert synced.returncode == 0, synced.stderr
+    status = subprocess.run([sys.executable, "-m", "headwater.cli", "status", "--json"], env=env, cwd=tmp_path,
+                            capture_output=True, text=True, timeout=120)
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)[target] == {"documents": 4, "chunks": 4, "cursor": repo.head(), "note": ""}
+    missing = subprocess.run([sys.executable, "-m", "headwater.cli", "sync", f"git+{repo.url}#nope"], env=env,
+                             cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    assert missing.returncode == 1 and "branch nope does not exist" in missing.stderr
