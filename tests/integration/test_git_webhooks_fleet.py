@@ -92,3 +92,16 @@ def test_pushes_through_the_fleet_add_modify_delete_rename_and_force_push(fleet_
     assert run["status"] == "complete" and run["kind"] == "full", run
     assert fleet.documents(COLLECTION) == set(repo.files())
     assert len(run_ids(serve)) == count + 1
+
+    # The command line queues a full run of the declared source at the branch's newest commit.
+    import json
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "headwater.cli"]
+    synced = subprocess.run([*command, "sync", "handbook", "--fleet", "--wait"], env=serve.env, cwd=serve.workdir,
+                            capture_output=True, text=True, timeout=300)
+    assert synced.returncode == 0, synced.stdout + synced.stderr
+    status = subprocess.run([*command, "status", "--json", "--collection", COLLECTION], env=serve.env,
+                            cwd=serve.workdir, capture_output=True, text=True, timeout=120)
+    assert json.loads(status.stdout)["handbook"]["cursor"] == repo.head() == forced
