@@ -119,7 +119,7 @@ def _to_write_or_end(held: Held, outcome: outcomes.Outcome, collection: str) -> 
     if outcome.writes:
         fleet.payloads.put_json(keys.doc_payload(held.run_id, held.uri, "plan"), outcome.to_json())
         if held.commit("write", (WRITE,)).status == "next":
-            batches.schedule(fleet, collection, WRITE)
+            batches.schedule(fleet, collection, WRITE, batches.write_delay(fleet, [held.run_id]))
         return
     follow(fleet, held.run_id, held.commit(outcome.state, reason=outcome.reason))
 
@@ -304,7 +304,7 @@ def embed(fleet: Fleet, collection: str, side: str) -> None:
 
     def then(batch: Batch, moves: list[Moved]) -> None:
         if any(moved.status == "next" for moved in moves):  # both sides done: on to the write
-            batches.schedule(fleet, collection, WRITE)
+            batches.schedule(fleet, collection, WRITE, batches.write_delay(fleet, [run for run, _ in batch.taken]))
 
     run_batch(fleet, collection, side, work, then, (f"{side}.after_take", f"{side}.after_vectors", f"{side}.after_commit"),
               f"embedding ({side})", "check the worker's log")
