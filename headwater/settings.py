@@ -84,8 +84,6 @@ class Settings(BaseSettings):
     visibility_timeout_seconds: int = Field(default=3600, ge=5)
     # Upserts are flushed when this many records are ready, or this long after the first one.
     flush_delay_seconds: float = Field(default=2.0, gt=0)
-    # ... but documents of live runs (a git push, a file event) this soon: someone waits to search them.
-    live_flush_delay_seconds: float = Field(default=0.25, gt=0)
     # Embedding batches gather chunk texts from many documents: a batch task starts at once when
     # this many texts wait, else this long after the first (the models see well-filled batches).
     embed_batch_texts: int = Field(default=64, ge=1)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from headwater.errors import RunDataMissing
 from headwater.fleet import keys
 from headwater.fleet.context import Fleet
 from headwater.fleet.state import DENSE, SPARSE, WRITE, Moved
@@ -45,27 +44,22 @@ def limits(settings: Settings, step: str) -> Limits:
     return Limits(texts, texts, EMBED_BATCH_DOCUMENTS, settings.embed_batch_delay_seconds)
 
 
-def schedule(fleet: Fleet, collection: str, step: str, delay: float | None = None) -> None:
-    """Send a batch task now when a full batch waits, else one (at a time) after the step's delay (or `delay`)."""
+def schedule(fleet: Fleet, collection: str, step: str, urgent: bool = False) -> None:
+    """Send a batch task now when a full batch waits, else one (at a time) after the step's delay.
+
+    `urgent` (a live change's document is due): now, whatever waits. Live changes are one or a few
+    documents each, someone is waiting to find them, and nothing more of their run will come to share
+    the batch; a task that finds the batch already taken by another does nothing.
+    """
+    if urgent:
+        fleet.send(BATCH_TASK[step], [collection])
+        return
     limit = limits(fleet.settings, step)
-    wait = limit.delay if delay is None else delay
-    due = fleet.state.batch_due(collection, step, limit.full, wait)
+    due = fleet.state.batch_due(collection, step, limit.full, limit.delay)
     if due == "now":
         fleet.send(BATCH_TASK[step], [collection])
     elif due == "later":
-        fleet.send(BATCH_TASK[step], [collection], countdown=wait)
-
-
-def write_delay(fleet: Fleet, run_ids: list[str]) -> float | None:
-    """The shorter live flush delay when a live run's document is among those joining the write, else None."""
-    for run_id in set(run_ids):
-        try:
-            live = fleet.run(run_id).kind == "live"
-        except RunDataMissing:  # trimmed meanwhile: its write is no one's to hurry
-            continue
-        if live:
-            return min(fleet.settings.live_flush_delay_seconds, fleet.settings.flush_delay_seconds)
-    return None
+        fleet.send(BATCH_TASK[step], [collection], countdown=limit.delay)
 
 
 @dataclass

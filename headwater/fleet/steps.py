@@ -119,9 +119,17 @@ def _to_write_or_end(held: Held, outcome: outcomes.Outcome, collection: str) -> 
     if outcome.writes:
         fleet.payloads.put_json(keys.doc_payload(held.run_id, held.uri, "plan"), outcome.to_json())
         if held.commit("write", (WRITE,)).status == "next":
-            batches.schedule(fleet, collection, WRITE, batches.write_delay(fleet, [held.run_id]))
+            batches.schedule(fleet, collection, WRITE, urgent=_is_live(fleet, held.run_id))
         return
     follow(fleet, held.run_id, held.commit(outcome.state, reason=outcome.reason))
+
+
+def _is_live(fleet: Fleet, run_id: str) -> bool:
+    """Whether a run carries live changes (someone waits for them: their writes are not held back)."""
+    try:
+        return fleet.run(run_id).kind == "live"
+    except RunDataMissing:
+        return False
 
 
 # list ---------------------------------------------------------------------------------------
@@ -304,7 +312,8 @@ def embed(fleet: Fleet, collection: str, side: str) -> None:
 
     def then(batch: Batch, moves: list[Moved]) -> None:
         if any(moved.status == "next" for moved in moves):  # both sides done: on to the write
-            batches.schedule(fleet, collection, WRITE, batches.write_delay(fleet, [run for run, _ in batch.taken]))
+            live = any(_is_live(fleet, run_id) for run_id in {run_id for run_id, _ in batch.taken})
+            batches.schedule(fleet, collection, WRITE, urgent=live)
 
     run_batch(fleet, collection, side, work, then, (f"{side}.after_take", f"{side}.after_vectors", f"{side}.after_commit"),
               f"embedding ({side})", "check the worker's log")
