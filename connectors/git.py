@@ -110,11 +110,17 @@ class GitConnector:
 
     kind = KIND
 
-    def __init__(self, source_id: str, url: str, branch: str = "main", include: Sequence[str] = ("**",),
+    def __init__(self, source_id: str, url: str = "", branch: str = "main", include: Sequence[str] = ("**",),
                  exclude: Sequence[str] = (), vendored: Sequence[str] = VENDORED,
                  max_file_kb: int = DEFAULT_MAX_FILE_KB, token_env: str | None = None,
                  webhook_secret_env: str | None = None, repository: str | None = None, web_url: str | None = None,
-                 commit: str | None = None, cache_dir: str | Path | None = None) -> None:
+                 commit: str | None = None, cache_dir: str | Path | None = None, **unknown: Any) -> None:
+        if unknown:  # a misspelt option in headwater.toml must not be silently ignored
+            raise ConfigurationError(
+                f"git source {source_id}: unknown option(s) {', '.join(sorted(unknown))}; known: url, branch, include, "
+                "exclude, vendored, max_file_kb, token_env, webhook_secret_env, repository, web_url")
+        if not url:
+            raise ConfigurationError(f"git source {source_id}: the url option is missing (what `git fetch` takes)")
         _check_url(url)
         if not branch or branch.startswith("-") or ".." in branch:
             raise ConfigurationError(f"git source {source_id}: {branch!r} is not a branch name")

@@ -78,3 +78,10 @@ def test_a_secret_option_holding_a_value_is_refused_without_echoing_it(monkeypat
     monkeypatch.delenv("HW_TEST_UNSET", raising=False)
     with pytest.raises(ConfigurationError, match="HW_TEST_UNSET"):
         secret_from_env("HW_TEST_UNSET", "git source s: token_env")
+
+
+def test_a_misspelt_or_missing_option_is_an_error_naming_the_known_ones():
+    with pytest.raises(ConfigurationError, match="unknown option.*webhook_secret;.*webhook_secret_env"):
+        GitConnector("s", "https://github.com/o/r.git", webhook_secret="X", cache_dir="/tmp/unused")
+    with pytest.raises(ConfigurationError, match="url option is missing"):
+        GitConnector("s", cache_dir="/tmp/unused")
