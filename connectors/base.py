@@ -20,6 +20,9 @@ class DocumentStat:
     # Where the document lives in its source's own terms (s3://bucket/key), when that says more
     # than its uri; chunks carry it as their `url`.
     url: str | None = None
+    # More of what the source knows about the document (a git file's repository, commit, language);
+    # every chunk of it carries these keys.
+    metadata: dict[str, Any] | None = None
 
 
 @runtime_checkable
@@ -99,6 +102,7 @@ def build_connector(kind: str, source_id: str, **options: Any) -> Any:
 
 
 def _load_builtin() -> None:
-    # Each module registers itself on import; boto3 is imported only when an S3 source is used.
+    # Each module registers itself on import; boto3 and git are used only when such a source is.
     import connectors.folder  # noqa: F401
+    import connectors.git  # noqa: F401
     import connectors.s3  # noqa: F401

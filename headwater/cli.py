@@ -106,7 +106,8 @@ def _print_report(report: SyncReport) -> None:
 
 
 @app.command()
-def sync(path: Annotated[str, typer.Argument(help="A folder, s3://BUCKET[/PREFIX], or a source id from headwater.toml.")],
+def sync(path: Annotated[str, typer.Argument(help="A folder, a source id from headwater.toml, or a source URL "
+                                                   "(git+URL[#BRANCH], s3://...).")],
          collection: CollectionOpt = None, chroma_path: ChromaPathOpt = None, source_id: SourceIdOpt = None,
          include: IncludeOpt = None, exclude: ExcludeOpt = None,
          fleet: Annotated[bool, typer.Option("--fleet", help="Queue the sync for the worker fleet.")] = False,
@@ -125,10 +126,19 @@ def sync(path: Annotated[str, typer.Argument(help="A folder, s3://BUCKET[/PREFIX
         connector = resolve_connector(path, settings, source_id, include, exclude)
         with _progress_bars() as bars, open_engine(settings, _RichProgress(bars)) as engine:
             report = engine.sync(connector, allow_mass_delete=allow_mass_delete)
+        _record_cursor(settings, connector)
     except (HeadwaterError, ValueError) as exc:
         fail(exc)
     _print_report(report)
     raise typer.Exit(report.exit_code)
+
+
+def _record_cursor(settings: Any, connector: Any) -> None:
+    """A source with a cursor (a git source's commit) keeps the one this pass synced, for the next push."""
+    if getattr(connector, "cursor", None):
+        from headwater.source_cursors import CursorStore
+
+        CursorStore.from_settings(settings).set(connector.source_id, connector.cursor)
 
 
 @app.command()
@@ -238,15 +248,32 @@ def status(collection: CollectionOpt = None, chroma_path: ChromaPathOpt = None,
         summary = ChromaStore.from_settings(settings, create=False).source_summary()
     except (HeadwaterError, ValueError) as exc:
         fail(exc)
+    cursors = _cursors(settings)
+    for source, counts in summary.items():
+        if source in cursors:  # a git source: the commit it synced, and why it stopped following if it did
+            counts.update({"cursor": cursors[source].cursor, "note": cursors[source].note})
     if as_json:
         print(json.dumps(summary, indent=2))
         return
     table = Table(title=f"Collection {settings.collection}", show_edge=False)
-    for column in ("source", "documents", "chunks"):
-        table.add_column(column, justify="left" if column == "source" else "right")
+    for column in ("source", "documents", "chunks", *(("cursor",) if cursors else ())):
+        table.add_column(column, justify="left" if column in ("source", "cursor") else "right")
     for source, counts in summary.items():
-        table.add_row(source, str(counts["documents"]), str(counts["chunks"]))
+        cursor = (counts.get("cursor") or "")[:12] + (f" ({counts['note']})" if counts.get("note") else "")
+        table.add_row(source, str(counts["documents"]), str(counts["chunks"]), *((cursor,) if cursors else ()))
     out.print(table)
+
+
+def _cursors(settings: Any) -> dict:
+    """Sources' cursors from the source database, when there is one (status never creates it)."""
+    if settings.database_url is None and not (settings.chroma_path.resolve().parent / "headwater.sqlite3").exists():
+        return {}
+    from headwater.source_cursors import CursorStore
+
+    try:
+        return CursorStore.from_settings(settings).all()
+    except Exception:  # noqa: BLE001  (a database that cannot be reached must not hide the counts)
+        return {}
 
 
 @app.command()

@@ -44,8 +44,15 @@ def _queue_full_run(path: str, collection: str | None, source_id: str | None, in
     connector = resolve_connector(path, settings, source_id, include, exclude, **event_options)
     fleet = fleet_client(settings)
     target = local_target(settings)
+    if hasattr(connector, "pinned_to_head"):  # a git source: the run reads the branch's newest commit
+        connector = connector.pinned_to_head()
     spec = connector.spec()
-    return fleet, connector, spec, target, enqueue_sync(fleet, spec, target, allow_mass_delete=allow_mass_delete)
+    run_id = enqueue_sync(fleet, spec, target, allow_mass_delete=allow_mass_delete)
+    if getattr(connector, "cursor", None):
+        from headwater.source_cursors import CursorStore
+
+        CursorStore.from_settings(settings).set(connector.source_id, connector.cursor)
+    return fleet, connector, spec, target, run_id
 
 
 def fleet_sync(path: str, collection: str | None, source_id: str | None, include: list[str] | None,

@@ -174,6 +174,13 @@ class Settings(BaseSettings):
     # Editors save in several steps; wait this long after the last event before syncing a file.
     watch_debounce_seconds: float = Field(default=0.5, ge=0)
 
+    # Git sources: each host keeps its partial clones here (one bare repository per remote).
+    git_cache_dir: Path = Path(".headwater/git")
+    # POST /webhooks/github: larger bodies are refused (GitHub sends none over 25 MB); a delivery id
+    # is remembered this long, so a redelivered or replayed delivery does nothing.
+    webhook_max_body_bytes: int = Field(default=25 * 1024 * 1024, ge=1024)
+    webhook_delivery_ttl_seconds: float = Field(default=30 * 86400, ge=60)
+
     @field_validator("chunk_min_tokens", "chunk_overlap_tokens")
     @classmethod
     def _room_left_in_the_window(cls, value: int, info: Any) -> int:

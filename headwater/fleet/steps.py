@@ -221,7 +221,8 @@ def fetch(fleet: Fleet, run_id: str, uri: str) -> None:
         # Stored before the commit: a parse re-driven after this task dies reads them from here.
         fleet.payloads.put_bytes(keys.doc_payload(run_id, uri, "bytes"), fetched.data)
         facts = asdict(DocumentFacts(source_id=run.source_id, uri=uri, doc_version=version, doc_hash=fetched.doc_hash,
-                                     modified_time=modified_time, mime_type="", parser="", url=fetched.url))
+                                     modified_time=modified_time, mime_type="", parser="", url=fetched.url,
+                                     metadata=fetched.metadata))
         fleet.payloads.put_json(keys.doc_payload(run_id, uri, "facts"), facts)
         fleet.crash.reached("fetch.after_payload", uri)
         moved = held.commit("parse", (PARSE,))

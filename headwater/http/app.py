@@ -67,7 +67,7 @@ def open_services(settings: Settings) -> Services:
 
 def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
     """The app; its services open in the lifespan (or are given, already open)."""
-    from headwater.http import admin, api, webhooks_s3
+    from headwater.http import admin, api, webhooks_github, webhooks_s3
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):  # noqa: ANN202
@@ -151,5 +151,6 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
     app.include_router(api.router)
     app.include_router(admin.router)
     app.include_router(webhooks_s3.router)
+    app.include_router(webhooks_github.router)
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
     return app

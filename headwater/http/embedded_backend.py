@@ -37,6 +37,7 @@ class _Live:
     uris: list[str] | None = None
     allow_mass_delete: bool = False
     changes: list[DocumentChange] | None = None  # live changes (webhook events), applied as given
+    job: Any = None  # a git push: job(engine) applies it and returns the report (None: nothing to do)
     done: int = 0
     total: int = 0
     cancel: threading.Event = field(default_factory=threading.Event)
@@ -81,6 +82,9 @@ class EmbeddedBackend:
         self._pending: dict[str, _Live] = {}  # run id -> queued or running
         self._queue: queue.Queue[_Live | None] = queue.Queue()
         self._stack = contextlib.ExitStack()
+        from headwater.source_cursors import CursorStore
+
+        self.cursors = CursorStore(store)  # git sources' synced commits and the webhook deliveries taken
         # Raises ChromaPathBusy, naming the other writer, before anything else starts.
         from headwater.observability import metrics
 
@@ -147,6 +151,19 @@ class EmbeddedBackend:
         live = _Live(uuid.uuid4().hex, source.id, "live", changes=list(changes))
         with self._lock:
             self.store.save_run(RunRow(id=live.run_id, source_id=source.id, kind="live", status="pending",
+                                       created_at=time.time(), counters={}, errors={}))
+            self._pending[live.run_id] = live
+        self._queue.put(live)
+        return live.run_id
+
+    def submit_push(self, source: Any, push: Any) -> str:
+        """Queue a git push as a run of its own: pushes of a source are applied one after another, in order."""
+        from headwater.git_pushes import sync_push_embedded
+
+        live = _Live(uuid.uuid4().hex, source.id, "push",
+                     job=lambda engine, connector: sync_push_embedded(engine, connector, self.cursors, push))
+        with self._lock:
+            self.store.save_run(RunRow(id=live.run_id, source_id=source.id, kind="push", status="pending",
                                        created_at=time.time(), counters={}, errors={}))
             self._pending[live.run_id] = live
         self._queue.put(live)
@@ -237,8 +254,16 @@ class EmbeddedBackend:
             connector = build_source_connector(self.settings, source.config)
             if live.changes is not None:
                 report = self.engine.apply(connector, live.changes)
+            elif live.job is not None:
+                report = live.job(self.engine, connector)
+                if report is None:  # nothing to do (already synced, or the branch was deleted)
+                    from headwater.report import SyncReport
+
+                    report = SyncReport(source_id=live.source_id).finish()
             elif live.uris is None:
                 report = self.engine.sync(connector, allow_mass_delete=live.allow_mass_delete)
+                if getattr(connector, "cursor", None):  # a git source: the commit this pass synced
+                    self.cursors.set(live.source_id, connector.cursor)
             else:
                 report = self.engine.apply(connector, [DocumentChange(live.source_id, u, Op.UPSERT) for u in live.uris])
         except RunCancelled:
