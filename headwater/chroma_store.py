@@ -37,8 +37,9 @@ IN_VALUES_LIMIT = 16_000
 PAGE = 2_000
 HASH_PAGE = 1_000  # records one content-hash lookup holds at a time
 
-# Called after each write with the operation ("upsert", "update", "delete"), ids and metadatas.
-WriteObserver = Callable[[str, Sequence[str], Sequence[dict[str, Any]] | None], None]
+# Called after each write with the operation ("upsert", "update", "delete"), ids, metadatas and
+# the dense vectors written (upserts only; None otherwise).
+WriteObserver = Callable[[str, Sequence[str], Sequence[dict[str, Any]] | None, Sequence[Any] | None], None]
 
 
 def location_metadata(metadata: dict[str, Any], uri: str) -> dict[str, Any]:
@@ -59,6 +60,17 @@ def metadata_pages(collection: Any, where: dict[str, Any] | None = None,
         if not batch["ids"]:
             return
         yield batch["ids"], batch["metadatas"]
+        offset += len(batch["ids"])
+
+
+def record_pages(collection: Any, page: int = PAGE) -> Iterator[tuple[list[str], list[dict[str, Any]], Any]]:
+    """(ids, metadatas, embeddings) of every record, a page at a time."""
+    offset = 0
+    while True:
+        batch = collection.get(include=["metadatas", "embeddings"], limit=page, offset=offset)
+        if not len(batch["ids"]):
+            return
+        yield batch["ids"], batch["metadatas"], batch["embeddings"]
         offset += len(batch["ids"])
 
 
@@ -375,7 +387,7 @@ class ChromaStore:
         for start, end in self._batches(len(ids)):
             self.collection.upsert(ids=ids[start:end], documents=texts[start:end],
                                    embeddings=embeddings[start:end], metadatas=stored[start:end])
-            self._observe("upsert", ids[start:end], metadatas[start:end])
+            self._observe("upsert", ids[start:end], metadatas[start:end], embeddings[start:end])
 
     def update_metadata(self, ids: list[str], metadatas: list[dict[str, Any]]) -> None:
         for start, end in self._batches(len(ids)):
@@ -391,6 +403,7 @@ class ChromaStore:
         for start in range(0, total, self.batch_limit):
             yield start, min(start + self.batch_limit, total)
 
-    def _observe(self, operation: str, ids: Sequence[str], metadatas: Sequence[dict[str, Any]] | None) -> None:
+    def _observe(self, operation: str, ids: Sequence[str], metadatas: Sequence[dict[str, Any]] | None,
+                 embeddings: Sequence[Any] | None = None) -> None:
         for observer in self.observers:
-            observer(operation, ids, metadatas)
+            observer(operation, ids, metadatas, embeddings)
