@@ -4,8 +4,14 @@ At 100,000 chunks Chroma answers an unfiltered nearest-neighbour query in ~1 ms 
 with a `where` clause (it evaluates the metadata filter over the whole collection first), while
 the same search restricted by an explicit id list (`query(ids=...)`) takes ~10 ms. The derived
 sparse index already knows every record's source and uri, so it knows which ids a filter matches
-and how many. Three plans, chosen by the filter's share of the collection:
+and how many; it also keeps each row's dense vector. Four plans, chosen by how many rows the
+filter matches and their share of the collection (tried in the order written here):
 
+- scan: the filter matches at most SCAN_LIMIT rows and the index holds their dense vectors (it
+  keeps a copy of each row's vector, written, merged and saved with its sparse row): rank those
+  rows exactly with numpy, the collection's own distance on the very float32 values Chroma
+  stores, ties by id. No Chroma call at all: ~1 ms for 2,000 rows where Chroma's restricted walk
+  took ~50 ms, and the exact answer where HNSW's is approximate.
 - over-fetch: the filter matches a large share, so an unfiltered query for max(n * SLACK, search
   ef) / share results holds n matches with room to spare; keep those that match. That is as
   wide a search as Chroma's filtered walk makes (it explores until it holds search-ef allowed
@@ -14,13 +20,8 @@ and how many. Three plans, chosen by the filter's share of the collection:
   (an unlucky query) falls through to the next plan.
 - restricted: a selective filter; Chroma's own query restricted to the matching ids. This is the
   filtered query Chroma would run for the `where` clause, with the filter evaluated by the index.
-- scan: the filter matches at most SCAN_LIMIT rows and the index holds their dense vectors (it
-  keeps a copy of each row's vector, written, merged and saved with its sparse row): rank those
-  rows exactly with numpy, the collection's own distance on the very float32 values Chroma
-  stores, ties by id. No Chroma call at all: ~1 ms for 2,000 rows where Chroma's restricted walk
-  took ~50 ms, and the exact answer where HNSW's is approximate.
-- exact: a very selective filter (at most EXACT_LIMIT ids) over rows without known vectors
-  (an index kept by an older release), where Chroma's restricted HNSW walk is slowest (~100 ms
+- exact: a very selective filter (at most EXACT_LIMIT ids) over rows whose vectors the index
+  does not hold (rows given to it without them), where Chroma's restricted HNSW walk is slowest (~100 ms
   for 1-100 allowed ids at 100,000 chunks): read the ids' vectors and rank them exactly, with
   the collection's own distance.
 
@@ -108,7 +109,7 @@ def filtered_dense_search(collection: Any, vector: list[float], n: int, where: d
             return found
     size = overfetch_size(n, matching, len(index.row_of), search_ef)  # row_of: the live rows (also through a Lazy)
     if size is not None:
-        found = _overfetched(collection, vector, n, size, index, inside, space)
+        found = _overfetched(collection, vector, n, size, index, rows, inside, space)
         if found is not None:
             return found
     ids = [index.ids[r] for r in np.flatnonzero(rows).tolist()]
@@ -117,7 +118,7 @@ def filtered_dense_search(collection: Any, vector: list[float], n: int, where: d
     return _restricted(collection, vector, n, ids, space)
 
 
-def _overfetched(collection: Any, vector: list[float], n: int, size: int, index: SparseIndex,
+def _overfetched(collection: Any, vector: list[float], n: int, size: int, index: SparseIndex, rows: np.ndarray,
                  inside: Any, space: str) -> Hits | None:
     """Matches among the `size` nearest records; None when they are fewer than n and more exist."""
     found = _query(collection, vector, size, space)
@@ -125,10 +126,10 @@ def _overfetched(collection: Any, vector: list[float], n: int, size: int, index:
     unknown = []
     for record_id, _ in found:
         row = index.row_of.get(record_id)
-        if row is None:
+        if row is None or row >= len(rows):
             unknown.append(record_id)
         else:
-            verdicts[record_id] = inside(index.sources[row], index.uris[row])
+            verdicts[record_id] = bool(rows[row])  # the filter's rows, already evaluated for this query
     if unknown:  # written since the index was read: ask the collection where they are
         got = collection.get(ids=unknown, include=["metadatas"])
         for record_id, metadata in zip(got["ids"], got["metadatas"]):
