@@ -7,9 +7,9 @@ sparse index already knows every record's source and uri, so it knows which ids 
 and how many; it also keeps each row's dense vector. Four plans, chosen by how many rows the
 filter matches and their share of the collection (tried in the order written here):
 
-- scan: the filter matches at most SCAN_LIMIT rows and the index holds their dense vectors (it
-  keeps a copy of each row's vector, written, merged and saved with its sparse row): rank those
-  rows exactly with numpy, the collection's own distance on the very float32 values Chroma
+- scan: the filter matches at most SCAN_LIMIT rows (or more, where over-fetching does not
+  apply) and the index holds their dense vectors (it keeps a copy of each row's vector,
+  written, merged and saved with its sparse row): rank those rows exactly with numpy, the collection's own distance on the very float32 values Chroma
   stores, ties by id. No Chroma call at all: ~1 ms for 2,000 rows where Chroma's restricted walk
   took ~50 ms, and the exact answer where HNSW's is approximate.
 - over-fetch: the filter matches a large share, so an unfiltered query for max(n * SLACK, search
@@ -18,12 +18,13 @@ filter matches and their share of the collection (tried in the order written her
   candidates), so the matches found are as near as the ones it would find. Ids the index does
   not know yet (written since it was read) are checked against their metadata. Too few matches
   (an unlucky query) falls through to the next plan.
-- restricted: a selective filter; Chroma's own query restricted to the matching ids. This is the
-  filtered query Chroma would run for the `where` clause, with the filter evaluated by the index.
+- restricted: a selective filter over rows whose vectors the index does not hold; Chroma's own
+  query restricted to the matching ids. This is the filtered query Chroma would run for the
+  `where` clause, with the filter evaluated by the index.
 - exact: a very selective filter (at most EXACT_LIMIT ids) over rows whose vectors the index
-  does not hold (rows given to it without them), where Chroma's restricted HNSW walk is slowest (~100 ms
-  for 1-100 allowed ids at 100,000 chunks): read the ids' vectors and rank them exactly, with
-  the collection's own distance.
+  does not hold (rows given to it without them), where Chroma's restricted HNSW walk is
+  slowest (~100 ms for 1-100 allowed ids at 100,000 chunks): read the ids' vectors and rank
+  them exactly, with the collection's own distance.
 
 The filter is evaluated by the derived index, so the results are the filtered query's as long as
 the index is as current as the collection: it is the same index the sparse side reads (within a
@@ -53,9 +54,11 @@ MAX_OVERFETCH = 1_000
 # Ranking this many vectors read back costs less than Chroma's restricted query (get of 100 ids:
 # ~8 ms, of 1,000: ~24 ms; restricted query of 100 ids: ~90 ms, of 2,000: ~9 ms).
 EXACT_LIMIT = 1_000
-# Ranking this many rows from the index's own copy of their vectors costs less than any Chroma
-# query: see bench/sparse_index_scale.py for the crossover with the over-fetch plan.
-SCAN_LIMIT = 25_000
+# Up to this many rows, ranking them from the index's own copy of their vectors (~1 us a row)
+# costs less than an over-fetching query of up to MAX_OVERFETCH results (~5 ms); beyond it the
+# scan still runs where over-fetching does not apply, as it costs far less than Chroma's
+# restricted walk (bench/sparse_index_scale.py times each plan).
+SCAN_LIMIT = 5_000
 # Extra nearest records read so that ties at the cut are broken the same way in every process.
 TIE_SLACK = 8
 # Chroma's limit on ids in one call (`get` and `query` alike).
@@ -103,13 +106,17 @@ def filtered_dense_search(collection: Any, vector: list[float], n: int, where: d
     if index is None or rows is None:
         return _query(collection, vector, n, space, where=where)
     matching = int(np.count_nonzero(rows))
+    size = overfetch_size(n, matching, len(index.row_of), search_ef)  # row_of: the live rows (also through a Lazy)
     if matching <= SCAN_LIMIT:
         found = _scanned(vector, n, index, rows, space)
         if found is not None:
             return found
-    size = overfetch_size(n, matching, len(index.row_of), search_ef)  # row_of: the live rows (also through a Lazy)
     if size is not None:
         found = _overfetched(collection, vector, n, size, index, rows, inside, space)
+        if found is not None:
+            return found
+    if matching > SCAN_LIMIT:  # more rows than a scan ranks faster than over-fetching: still faster than Chroma
+        found = _scanned(vector, n, index, rows, space)
         if found is not None:
             return found
     ids = [index.ids[r] for r in np.flatnonzero(rows).tolist()]

@@ -67,6 +67,8 @@ def test_every_plan_returns_chromas_filtered_results(world, plan, monkeypatch):
     scan, overfetch, exact = PLANS[plan]
     if overfetch is not None:
         monkeypatch.setattr(filtered_dense, "SCAN_LIMIT", scan)
+        if not scan:  # as an index holding no vectors would: the plans that ask Chroma
+            monkeypatch.setattr(index, "dense_blocks", lambda rows: None)
         monkeypatch.setattr(filtered_dense, "MAX_OVERFETCH", overfetch)
         monkeypatch.setattr(filtered_dense, "EXACT_LIMIT", exact)
     for filters in FILTERS:
@@ -88,6 +90,7 @@ def test_records_the_index_has_not_seen_are_checked_against_the_collection(world
     # plans) ranks only the rows the index holds, as current as its last refresh.
     monkeypatch.setattr(filtered_dense, "SCAN_LIMIT", 0)
     stale = SparseIndex.rebuild(store.collection)
+    monkeypatch.setattr(stale, "dense_blocks", lambda rows: None)
     _write(store, range(RECORDS, RECORDS + 200), vectors)  # written after the index was read
     try:
         filters = Filters(source_id="big")

@@ -118,7 +118,7 @@ def test_the_plan_follows_the_matching_row_count(monkeypatch):
     rng = np.random.default_rng(35)
     index, vectors, _ = _index(rng, 400)
     rows = index.location_rows("small", None)
-    monkeypatch.setattr(filtered_dense, "SCAN_LIMIT", int(rows.sum()) - 1)  # one row too many to scan
+    monkeypatch.setattr(filtered_dense, "SCAN_LIMIT", int(rows.sum()) - 1)  # one row too many to scan first
 
     class Collection:  # what the restricted plan and the others ask of Chroma
         calls = []
@@ -134,9 +134,22 @@ def test_the_plan_follows_the_matching_row_count(monkeypatch):
     collection = Collection()
     filtered_dense_search(collection, vectors[index.ids[0]].tolist(), 5, {"source_id": "small"}, index, rows,
                           lambda s, u: s == "small", "cosine")
-    assert collection.calls, "over the scan limit, Chroma is asked"
+    assert collection.calls == ["query"], "over the scan limit, an over-fetching query is tried first"
     monkeypatch.setattr(filtered_dense, "SCAN_LIMIT", int(rows.sum()))
     collection.calls.clear()
     filtered_dense_search(collection, vectors[index.ids[0]].tolist(), 5, {"source_id": "small"}, index, rows,
                           lambda s, u: s == "small", "cosine")
     assert not collection.calls
+
+
+def test_a_filter_too_selective_to_over_fetch_is_scanned_whatever_its_size(monkeypatch):
+    rng = np.random.default_rng(36)
+    index, vectors, _ = _index(rng, 3000)
+    rows = index.location_rows("small", None)  # 10 %: 300 rows, 100 results needed of 3,000 rows
+    monkeypatch.setattr(filtered_dense, "SCAN_LIMIT", 10)
+    monkeypatch.setattr(filtered_dense, "MAX_OVERFETCH", 10)  # over-fetching would cost too much
+    query = rng.standard_normal(DIMENSIONS).astype(np.float32)
+    ours = filtered_dense_search(NoCollection(), query.tolist(), 10, {"source_id": "small"}, index, rows,
+                                 lambda s, u: s == "small", "cosine")
+    allowed = {index.ids[r] for r in np.flatnonzero(rows)}
+    assert [i for i, _ in ours] == [i for i, _ in _exact(query, vectors, allowed.__contains__, 10, "cosine")]
