@@ -187,6 +187,10 @@ class ChromaStore:
         self.chunker = chunker  # stored documents cut by another chunker read as incomplete
         self.batch_limit = write_batch_limit(batch_size, client.get_max_batch_size(), cloud)
         self.observers = list(observers)
+        # Chunks per source, as the last full read of its documents (documents(source_id)) found
+        # them; forgotten at the next write. Lets the sparse index check itself without counting
+        # the whole collection (headwater.sparse_index_files).
+        self.source_chunks: dict[str, int] = {}
         self.collection = self._open(collection, dense_model, sparse_model, create)
         self.manifest = Manifest(client, collection, self.batch_limit, create=create, cloud=cloud)
 
@@ -265,6 +269,7 @@ class ChromaStore:
             docs = self.document_chunks(source_id)
             if backfill:
                 self._backfill(source_id, docs)
+            self.source_chunks[source_id] = sum(len(doc.ids) for doc in docs.values())
             return docs
         docs: dict[str, StoredDocument] = {}
         cut_short: set[str] = set()  # an entry a write cut short: its chunks say what is there
@@ -281,6 +286,8 @@ class ChromaStore:
             docs.update(from_chunks)
             # An incomplete entry whose chunks are all gone still names a document the pass must forget.
             docs.update({uri: StoredDocument(uri, chunker=self.chunker) for uri in cut_short if uri not in from_chunks})
+        if uris is None:  # complete entries name their chunks exactly; the others were read from the chunks
+            self.source_chunks[source_id] = sum(len(doc.ids) for doc in docs.values())
         return docs
 
     def _backfill(self, source_id: str, docs: dict[str, StoredDocument]) -> None:
@@ -405,5 +412,7 @@ class ChromaStore:
 
     def _observe(self, operation: str, ids: Sequence[str], metadatas: Sequence[dict[str, Any]] | None,
                  embeddings: Sequence[Any] | None = None) -> None:
+        if operation != "update":  # a metadata update adds or removes no chunk
+            self.source_chunks.clear()
         for observer in self.observers:
             observer(operation, ids, metadatas, embeddings)

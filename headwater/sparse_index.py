@@ -231,6 +231,14 @@ class SparseIndex:
         for key, mask in self._locations.items():
             self._locations[key] = mask[:first]
 
+    @_locked
+    def live_rows_by_source(self) -> dict[str, int]:
+        """How many live rows each source has."""
+        from collections import Counter
+
+        sources = self.sources
+        return dict(Counter(sources[r] for r in np.flatnonzero(self.alive).tolist()))
+
     # Filters ---------------------------------------------------------------------------------
 
     @_locked
