@@ -343,7 +343,7 @@ def dense_plans(store, index, dense, query_texts: list[str], filtered) -> dict:
 
     forced = {"scan": (10**9, 0, 0), "over-fetch": (0, 10**9, 0), "restricted": (0, 0, 0)}
     saved = (fd.SCAN_LIMIT, fd.MAX_OVERFETCH, fd.EXACT_LIMIT)
-    vectors = [dense.embed([q])[0].tolist() for q in query_texts]
+    vectors = [dense.embed([q])[0].tolist() for q in query_texts[:20]]
     space, ef = fd.collection_space(store.collection), fd.collection_search_ef(store.collection)
     out: dict[str, dict[str, list[float]]] = {}
     try:
@@ -351,9 +351,9 @@ def dense_plans(store, index, dense, query_texts: list[str], filtered) -> dict:
             rows = index.location_rows(*filters.location_key())
             matching = int(rows.sum())
             for plan, limits in forced.items():
-                fd.SCAN_LIMIT, fd.MAX_OVERFETCH, fd.EXACT_LIMIT = limits
                 if plan == "over-fetch" and fd.overfetch_size(SEARCH_K, matching, len(index), ef) is None:
                     continue  # the filter is too selective for over-fetching to find its matches
+                fd.SCAN_LIMIT, fd.MAX_OVERFETCH, fd.EXACT_LIMIT = limits
                 times = out.setdefault(f"{label.split()[1]} ({matching:,} rows)", {}).setdefault(plan, [])
                 for vector in vectors:
                     t0 = perf_counter()
