@@ -351,9 +351,14 @@ def dense_plans(store, index, dense, query_texts: list[str], filtered) -> dict:
             rows = index.location_rows(*filters.location_key())
             matching = int(rows.sum())
             for plan, limits in forced.items():
+                fd.SCAN_LIMIT, fd.MAX_OVERFETCH, fd.EXACT_LIMIT = saved
                 if plan == "over-fetch" and fd.overfetch_size(SEARCH_K, matching, len(index), ef) is None:
                     continue  # the filter is too selective for over-fetching to find its matches
                 fd.SCAN_LIMIT, fd.MAX_OVERFETCH, fd.EXACT_LIMIT = limits
+                if plan != "scan":  # as an index without vectors: no scan to fall back to
+                    index.dense_blocks = lambda rows: None
+                else:
+                    index.__dict__.pop("dense_blocks", None)
                 times = out.setdefault(f"{label.split()[1]} ({matching:,} rows)", {}).setdefault(plan, [])
                 for vector in vectors:
                     t0 = perf_counter()
@@ -362,6 +367,7 @@ def dense_plans(store, index, dense, query_texts: list[str], filtered) -> dict:
                     times.append(perf_counter() - t0)
     finally:
         fd.SCAN_LIMIT, fd.MAX_OVERFETCH, fd.EXACT_LIMIT = saved
+        index.__dict__.pop("dense_blocks", None)
     return out
 
 
