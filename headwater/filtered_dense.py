@@ -10,8 +10,8 @@ filter matches and their share of the collection (tried in the order written her
 - scan: the filter matches at most SCAN_LIMIT rows (or more, where over-fetching does not
   apply) and the index holds their dense vectors (it keeps a copy of each row's vector,
   written, merged and saved with its sparse row): rank those rows exactly with numpy, the collection's own distance on the very float32 values Chroma
-  stores, ties by id. No Chroma call at all: ~1 ms for 2,000 rows where Chroma's restricted walk
-  took ~50 ms, and the exact answer where HNSW's is approximate.
+  stores, ties by id. No Chroma call at all: ~2.5 ms of CPU for 2,000 rows of 384 dimensions,
+  where Chroma's restricted walk took ~50 ms, and the exact answer where HNSW's is approximate.
 - over-fetch: the filter matches a large share, so an unfiltered query for max(n * SLACK, search
   ef) / share results holds n matches with room to spare; keep those that match. That is as
   wide a search as Chroma's filtered walk makes (it explores until it holds search-ef allowed
