@@ -337,11 +337,46 @@ def dense_agreement(store, index, synth: Synthesiser, dense, query_texts: list[s
             "chroma_recall": chroma_recall / count, "matching": len(inside)}
 
 
+def dense_plans(store, index, dense, query_texts: list[str], filtered) -> dict:
+    """The filtered dense side alone (n=SEARCH_K), each plan forced in turn: where the scan stops paying."""
+    from headwater import filtered_dense as fd
+
+    forced = {"scan": (10**9, 0, 0), "over-fetch": (0, 10**9, 0), "restricted": (0, 0, 0)}
+    saved = (fd.SCAN_LIMIT, fd.MAX_OVERFETCH, fd.EXACT_LIMIT)
+    vectors = [dense.embed([q])[0].tolist() for q in query_texts[:20]]
+    space, ef = fd.collection_space(store.collection), fd.collection_search_ef(store.collection)
+    out: dict[str, dict[str, list[float]]] = {}
+    try:
+        for label, filters in filtered:
+            rows = index.location_rows(*filters.location_key())
+            matching = int(rows.sum())
+            for plan, limits in forced.items():
+                fd.SCAN_LIMIT, fd.MAX_OVERFETCH, fd.EXACT_LIMIT = saved
+                if plan == "over-fetch" and fd.overfetch_size(SEARCH_K, matching, len(index), ef) is None:
+                    continue  # the filter is too selective for over-fetching to find its matches
+                fd.SCAN_LIMIT, fd.MAX_OVERFETCH, fd.EXACT_LIMIT = limits
+                if plan != "scan":  # as an index without vectors: no scan to fall back to
+                    index.dense_blocks = lambda rows: None
+                else:
+                    index.__dict__.pop("dense_blocks", None)
+                times = out.setdefault(f"{label.split()[1]} ({matching:,} rows)", {}).setdefault(plan, [])
+                for vector in vectors:
+                    t0 = perf_counter()
+                    fd.filtered_dense_search(store.collection, vector, SEARCH_K, filters.location_where(), index, rows,
+                                             filters.matches_location, space, ef)
+                    times.append(perf_counter() - t0)
+    finally:
+        fd.SCAN_LIMIT, fd.MAX_OVERFETCH, fd.EXACT_LIMIT = saved
+        index.__dict__.pop("dense_blocks", None)
+    return out
+
+
 def hybrid_phase(synth: Synthesiser, pool_texts: list[str], query_texts: list[str], chunks: int,
                  tmp: Path, sparse) -> dict:
     from headwater.chroma_store import ChromaStore
     from headwater.embedded import open_sparse_index
     from headwater.retrieval import Filters, Searcher
+    from headwater.sparse_index import SparseIndex
     from headwater.settings import load_settings
     from workers.embed_dense import DenseEmbedder
 
@@ -354,6 +389,13 @@ def hybrid_phase(synth: Synthesiser, pool_texts: list[str], query_texts: list[st
     index = open_sparse_index(store, tmp / "idx", save=True)
     rebuild_s = perf_counter() - t0
     assert len(index) == chunks
+    dense_copy_mb = index.dense_nbytes() / 1e6  # the rows' dense vectors, kept for filtered scans
+    index_disk_mb = dir_mb(tmp / "idx")
+    t0 = perf_counter()
+    reloaded = SparseIndex.load(tmp / "idx")  # a restart: mapped, not rebuilt
+    reload_s = perf_counter() - t0
+    assert reloaded is not None and len(reloaded) == chunks
+    del reloaded
 
     # The query side as open_searcher configures it: one thread per model, both sides in parallel.
     import torch
@@ -403,7 +445,9 @@ def hybrid_phase(synth: Synthesiser, pool_texts: list[str], query_texts: list[st
             chroma_where.append(perf_counter() - t0)
     agreement = {label: dense_agreement(store, index, synth, dense, query_texts, filters, SEARCH_K)
                  for label, filters in filtered}
+    plans = dense_plans(store, index, dense, query_texts, filtered)
     return {"chunks": chunks, "batch": batch, "load_s": load_s, "rebuild_s": rebuild_s, "encode": encode,
+            "dense_copy_mb": dense_copy_mb, "index_disk_mb": index_disk_mb, "reload_s": reload_s, "plans": plans,
             "dense_encode": dense_encode, "sparse_encode": sparse_encode, "runs": runs, "fewest": fewest,
             "chroma_mb": dir_mb(tmp / "chroma"), "agreement": agreement}
 
@@ -536,12 +580,16 @@ def main(argv: list[str] | None = None) -> int:
               f"for {ix['mismatches']} of {len(QUERIES)} queries")
         gc.collect()  # the phase-1 indexes are gone; their memory should not count against phase 2
 
-        print(f"\n== 2. Hybrid search through Searcher, {args.hybrid_chunks:,} chunks (embedded Chroma)")
+        print(f"\n== 2. Hybrid search through Searcher, {args.hybrid_chunks:,} chunks (embedded Chroma); "
+              f"load average {os.getloadavg()[0]:.2f}")
         c0 = process_time()
         hy = hybrid_phase(synth, pool_texts, QUERIES, args.hybrid_chunks, tmp / "hybrid", sparse)
         print(f"  Chroma load:            {hy['load_s']:.1f} s  ({hy['chunks'] / hy['load_s']:,.0f} records/s, "
               f"batches of {hy['batch']:,}); Chroma directory {hy['chroma_mb']:.0f} MB")
-        print(f"  index rebuild from collection (open_sparse_index, save=True): {hy['rebuild_s']:.2f} s")
+        print(f"  index rebuild from collection (open_sparse_index, save=True): {hy['rebuild_s']:.2f} s; "
+              f"on disk {hy['index_disk_mb']:.0f} MB, of which the dense vectors kept for filtered scans "
+              f"{hy['dense_copy_mb']:.0f} MB ({hy['dense_copy_mb'] * 1e5 / hy['chunks']:.0f} MB per 100,000 chunks, "
+              f"mapped: resident only as scans read them); SparseIndex.load() {hy['reload_s']:.2f} s")
         print(f"  query encoding alone:   dense+sparse {fmt(hy['encode'])}")
         print(f"                          dense  {fmt(hy['dense_encode'])}")
         print(f"                          sparse {fmt(hy['sparse_encode'])}")
@@ -552,6 +600,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  dense candidates (n={SEARCH_K}) {label[7:]:<20} ({a['matching']:,} chunks match): same list as "
                   f"Chroma's where query for {a['same']:.0%} of queries, overlap {a['overlap']:.3f}; recall vs exact: "
                   f"Headwater {a['ours_recall']:.3f}, Chroma where {a['chroma_recall']:.3f}")
+        for label, plans in hy["plans"].items():
+            print(f"  dense side alone, n={SEARCH_K}, {label}: " + "; ".join(
+                f"{plan} p50 {pct(samples)[0]:.1f} ms" for plan, samples in plans.items()))
         print(f"  process CPU for the phase: {process_time() - c0:.1f} s")
 
         sv = None

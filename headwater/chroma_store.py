@@ -37,8 +37,9 @@ IN_VALUES_LIMIT = 16_000
 PAGE = 2_000
 HASH_PAGE = 1_000  # records one content-hash lookup holds at a time
 
-# Called after each write with the operation ("upsert", "update", "delete"), ids and metadatas.
-WriteObserver = Callable[[str, Sequence[str], Sequence[dict[str, Any]] | None], None]
+# Called after each write with the operation ("upsert", "update", "delete"), ids, metadatas and
+# the dense vectors written (upserts only; None otherwise).
+WriteObserver = Callable[[str, Sequence[str], Sequence[dict[str, Any]] | None, Sequence[Any] | None], None]
 
 
 def location_metadata(metadata: dict[str, Any], uri: str) -> dict[str, Any]:
@@ -59,6 +60,17 @@ def metadata_pages(collection: Any, where: dict[str, Any] | None = None,
         if not batch["ids"]:
             return
         yield batch["ids"], batch["metadatas"]
+        offset += len(batch["ids"])
+
+
+def record_pages(collection: Any, page: int = PAGE) -> Iterator[tuple[list[str], list[dict[str, Any]], Any]]:
+    """(ids, metadatas, embeddings) of every record, a page at a time."""
+    offset = 0
+    while True:
+        batch = collection.get(include=["metadatas", "embeddings"], limit=page, offset=offset)
+        if not len(batch["ids"]):
+            return
+        yield batch["ids"], batch["metadatas"], batch["embeddings"]
         offset += len(batch["ids"])
 
 
@@ -175,6 +187,10 @@ class ChromaStore:
         self.chunker = chunker  # stored documents cut by another chunker read as incomplete
         self.batch_limit = write_batch_limit(batch_size, client.get_max_batch_size(), cloud)
         self.observers = list(observers)
+        # Chunks per source, as the last full read of its documents (documents(source_id)) found
+        # them; forgotten at the next write. Lets the sparse index check itself without counting
+        # the whole collection (headwater.sparse_index_files).
+        self.source_chunks: dict[str, int] = {}
         self.collection = self._open(collection, dense_model, sparse_model, create)
         self.manifest = Manifest(client, collection, self.batch_limit, create=create, cloud=cloud)
 
@@ -253,6 +269,7 @@ class ChromaStore:
             docs = self.document_chunks(source_id)
             if backfill:
                 self._backfill(source_id, docs)
+            self.source_chunks[source_id] = sum(len(doc.ids) for doc in docs.values())
             return docs
         docs: dict[str, StoredDocument] = {}
         cut_short: set[str] = set()  # an entry a write cut short: its chunks say what is there
@@ -269,6 +286,8 @@ class ChromaStore:
             docs.update(from_chunks)
             # An incomplete entry whose chunks are all gone still names a document the pass must forget.
             docs.update({uri: StoredDocument(uri, chunker=self.chunker) for uri in cut_short if uri not in from_chunks})
+        if uris is None:  # complete entries name their chunks exactly; the others were read from the chunks
+            self.source_chunks[source_id] = sum(len(doc.ids) for doc in docs.values())
         return docs
 
     def _backfill(self, source_id: str, docs: dict[str, StoredDocument]) -> None:
@@ -375,7 +394,7 @@ class ChromaStore:
         for start, end in self._batches(len(ids)):
             self.collection.upsert(ids=ids[start:end], documents=texts[start:end],
                                    embeddings=embeddings[start:end], metadatas=stored[start:end])
-            self._observe("upsert", ids[start:end], metadatas[start:end])
+            self._observe("upsert", ids[start:end], metadatas[start:end], embeddings[start:end])
 
     def update_metadata(self, ids: list[str], metadatas: list[dict[str, Any]]) -> None:
         for start, end in self._batches(len(ids)):
@@ -391,6 +410,9 @@ class ChromaStore:
         for start in range(0, total, self.batch_limit):
             yield start, min(start + self.batch_limit, total)
 
-    def _observe(self, operation: str, ids: Sequence[str], metadatas: Sequence[dict[str, Any]] | None) -> None:
+    def _observe(self, operation: str, ids: Sequence[str], metadatas: Sequence[dict[str, Any]] | None,
+                 embeddings: Sequence[Any] | None = None) -> None:
+        if operation != "update":  # a metadata update adds or removes no chunk
+            self.source_chunks.clear()
         for observer in self.observers:
-            observer(operation, ids, metadatas)
+            observer(operation, ids, metadatas, embeddings)

@@ -36,7 +36,8 @@ def open_engine(settings: Settings, progress: Progress | None = None,
             # unchanged pass over 200,000 chunks must not spend seconds and hundreds of MB loading it.
             directory = sparse_index_dir(settings)
             index = Lazy(lambda: open_sparse_index(store, directory, save=True))
-            store.observers.append(lambda operation, ids, metadatas: index.written(operation, ids, metadatas))
+            store.observers.append(lambda operation, ids, metadatas, embeddings:
+                                   index.written(operation, ids, metadatas, embeddings))
         elif not settings.is_cloud:  # Chroma Cloud indexes the sparse vectors itself
             _log_writes(settings, store)
         yield SyncEngine(store, dense, sparse, settings, progress, sparse_index=index)

@@ -18,6 +18,12 @@ rewritten about log(rows) times over its life. A segment whose rows are mostly d
 alone. A merge writes a new file; the manifest naming it is the commit point, and the files it
 no longer names are removed after it, so a crash at any moment leaves either the old or the new
 set of segments whole (or a DIRTY index, which is rebuilt).
+
+Each segment also keeps its rows' dense vectors (float32, rows x dimensions, the values Chroma
+stores): a filtered dense search whose filter selects few rows ranks just those rows exactly
+(headwater.filtered_dense) instead of asking Chroma for a filtered HNSW walk. They are written,
+merged, mapped and dropped with the sparse rows, so they cost no extra pass and no rebuild; a
+segment holding any row whose vector was never given has none, and searches over it use Chroma.
 """
 
 from __future__ import annotations
@@ -42,11 +48,14 @@ from headwater.sparse_codec import decode_sparse
 
 MANIFEST = "manifest.json"
 DIRTY = "DIRTY"
-FORMAT_VERSION = 2
+# 3: segments carry their rows' dense vectors. An index saved in an older format is rebuilt once.
+FORMAT_VERSION = 3
 SEAL_EVERY = 20_000
 LOCATION_CACHE = 32  # filters whose matching rows are remembered (each costs a byte per row)
 
 Accept = Callable[[list[int]], list[bool]]
+# Rows per block when a dense scan reads vectors: small enough to stay in the CPU cache.
+SCAN_BLOCK = 4096
 
 
 @dataclass
@@ -54,6 +63,7 @@ class _Segment:
     first_row: int
     matrix: sp.csr_matrix  # vocabulary x rows
     name: str | None = None  # file name once persisted
+    dense: np.ndarray | None = None  # rows x dimensions, float32; None unless every row's vector is known
 
     @property
     def rows(self) -> int:
@@ -81,6 +91,7 @@ class SparseIndex:
         self.row_of: dict[str, int] = {}
         self._segments: list[_Segment] = []
         self._pending: list[tuple[np.ndarray, np.ndarray]] = []  # rows not yet sealed into a segment
+        self._pending_dense: list[np.ndarray | None] = []  # their dense vectors (None: not given)
         self._generation = 0
         self._dirty = False
         # Whether unsaved changes leave a DIRTY marker on disk. An index that can replay what it has
@@ -100,8 +111,13 @@ class SparseIndex:
     def __len__(self) -> int:
         return len(self.row_of)
 
+    def dense_nbytes(self) -> int:
+        """Bytes of the dense vectors kept for filtered scans (mapped from disk once saved and loaded)."""
+        sealed = sum(s.dense.nbytes for s in self._segments if s.dense is not None)
+        return sealed + sum(v.nbytes for v in self._pending_dense if v is not None)
+
     def nbytes(self) -> int:
-        """Approximate memory held by postings and row tables."""
+        """Approximate memory held by postings and row tables (not the dense vectors: dense_nbytes())."""
         postings = sum(s.matrix.data.nbytes + s.matrix.indices.nbytes + s.matrix.indptr.nbytes for s in self._segments)
         postings += sum(i.nbytes + v.nbytes + 200 for i, v in self._pending)  # arrays and their objects
         tables = sum(len(i) + len(u) + 150 for i, u in zip(self.ids, self.uris))  # strings and list slots
@@ -110,9 +126,12 @@ class SparseIndex:
     # Writes (the same ones the collection receives) ----------------------------------------------
 
     @_locked
-    def upsert(self, ids: Sequence[str], metadatas: Sequence[dict[str, Any]]) -> None:
-        """Index (or re-index) records from their metadata's encoded sparse vector."""
-        for record_id, metadata in zip(ids, metadatas):
+    def upsert(self, ids: Sequence[str], metadatas: Sequence[dict[str, Any]],
+               embeddings: Sequence[Any] | None = None) -> None:
+        """Index (or re-index) records from their metadata's encoded sparse vector, keeping their dense
+        vectors (`embeddings`, as written to the collection) for filtered scans."""
+        vectors = _as_vectors(embeddings, len(ids))
+        for record_id, metadata, vector in zip(ids, metadatas, vectors):
             old = self.row_of.pop(record_id, None)
             if old is not None:  # overwritten: the old row must stop matching, vector or not
                 self._mark_dirty()
@@ -127,6 +146,7 @@ class SparseIndex:
             self.sources.append(metadata.get(keys.SOURCE_ID, ""))
             self.row_of[record_id] = row
             self._pending.append(decode_sparse(encoded))
+            self._pending_dense.append(vector)
         if len(self.alive) < len(self.ids):
             self.alive = np.concatenate([self.alive, np.ones(len(self.ids) - len(self.alive), dtype=bool)])
         if len(self._pending) >= SEAL_EVERY:  # unsealed rows cost ~1.4 KB each; sealed ones ~0.5 KB
@@ -140,10 +160,11 @@ class SparseIndex:
                 self._mark_dirty()
                 self.alive[row] = False
 
-    def written(self, operation: str, ids: Sequence[str], metadatas: Sequence[dict[str, Any]] | None) -> None:
+    def written(self, operation: str, ids: Sequence[str], metadatas: Sequence[dict[str, Any]] | None,
+                embeddings: Sequence[Any] | None = None) -> None:
         """ChromaStore write observer: mirror every write into the index."""
         if operation == "upsert":
-            self.upsert(ids, metadatas or [])
+            self.upsert(ids, metadatas or [], embeddings)
         elif operation == "delete":
             self.delete(ids)
         # Metadata updates keep a record's id, so its uri, source and vector are unchanged.
@@ -167,8 +188,9 @@ class SparseIndex:
         columns = np.repeat(np.arange(len(self._pending)), lengths)
         vocabulary = int(terms.max()) + 1 if terms.size else 1
         matrix = sp.csr_matrix((values, (terms, columns)), shape=(vocabulary, len(self._pending)), dtype=np.float32)
-        self._segments.append(_Segment(first, matrix))
+        self._segments.append(_Segment(first, matrix, dense=_stack_dense(self._pending_dense)))
         self._pending = []
+        self._pending_dense = []
         self._compact_if_needed()
 
     def _compact_if_needed(self) -> None:
@@ -190,6 +212,10 @@ class SparseIndex:
         merged = sp.hstack([sp.csc_matrix((m.data, m.indices, m.indptr), shape=(vocabulary, m.shape[1]))
                             for m in columns], format="csc")[:, keep]
         kept = (first + keep).tolist()
+        dense = None
+        if all(s.dense is not None for s in run) and len({s.dense.shape[1] for s in run}) == 1:
+            # Each segment's live rows read where they lie (mapped files stay mostly unread).
+            dense = np.concatenate([s.dense[self.alive[s.first_row:s.first_row + s.rows]] for s in run])
         self.ids[first:last] = [self.ids[r] for r in kept]
         self.uris[first:last] = [self.uris[r] for r in kept]
         self.sources[first:last] = [self.sources[r] for r in kept]
@@ -201,9 +227,17 @@ class SparseIndex:
         shift = (last - first) - len(kept)
         for segment in self._segments[end:]:
             segment.first_row -= shift
-        self._segments[start:end] = [_Segment(first, merged.tocsr())] if kept else []
+        self._segments[start:end] = [_Segment(first, merged.tocsr(), dense=dense)] if kept else []
         for key, mask in self._locations.items():
             self._locations[key] = mask[:first]
+
+    @_locked
+    def live_rows_by_source(self) -> dict[str, int]:
+        """How many live rows each source has."""
+        from collections import Counter
+
+        sources = self.sources
+        return dict(Counter(sources[r] for r in np.flatnonzero(self.alive).tolist()))
 
     # Filters ---------------------------------------------------------------------------------
 
@@ -229,6 +263,27 @@ class SparseIndex:
         while len(self._locations) > LOCATION_CACHE:
             del self._locations[next(iter(self._locations))]
         return mask & self.alive
+
+    def dense_blocks(self, rows: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]] | None:
+        """(row numbers, their dense vectors) in blocks covering `rows` (sorted, as location_rows
+        numbers them); None when any of them has no known vector.
+
+        Not locked itself: the caller holds the lock from numbering the rows to reading them (a
+        query does, and its dense side runs in another thread while it holds it).
+        """
+        if len(rows) and rows[-1] >= len(self.ids) - len(self._pending):
+            return None  # unsealed rows (location_rows seals first, so only a caller that did not)
+        blocks = []
+        for segment in self._segments:
+            low, high = np.searchsorted(rows, [segment.first_row, segment.first_row + segment.rows])
+            if low == high:
+                continue
+            if segment.dense is None:
+                return None
+            for start in range(low, high, SCAN_BLOCK):
+                part = rows[start:min(start + SCAN_BLOCK, high)]
+                blocks.append((part, segment.dense[part - segment.first_row]))
+        return blocks
 
     # Search ----------------------------------------------------------------------------------
 
@@ -291,7 +346,11 @@ class SparseIndex:
                           "indptr": segment.matrix.indptr, "shape": np.array(segment.matrix.shape),
                           "ids": _pack(self.ids[rows]), "uris": _pack(self.uris[rows]),
                           "sources": _pack(self.sources[rows])}
+                if segment.dense is not None:
+                    arrays["dense"] = segment.dense
                 _atomic_write(self.directory / segment.name, lambda handle: np.savez(handle, **arrays))
+                if segment.dense is not None:  # from now on read from the file: the process keeps no copy
+                    segment.dense = mapped_npz(self.directory / segment.name)["dense"]
         alive_name = f"alive-{self._generation:06d}.npy"
         _atomic_write(self.directory / alive_name, lambda handle: np.save(handle, self.alive))
         manifest = {"format": FORMAT_VERSION, "generation": self._generation, "alive": alive_name,
@@ -334,7 +393,10 @@ class SparseIndex:
                 index.ids.extend(_unpack(data["ids"], rows))
                 index.uris.extend(_unpack(data["uris"], rows))
                 index.sources.extend(_unpack(data["sources"], rows))
-                index._segments.append(_Segment(entry["first_row"], matrix, entry["file"]))
+                dense = data.get("dense")
+                if dense is not None and (dense.ndim != 2 or dense.shape[0] != rows):
+                    return None
+                index._segments.append(_Segment(entry["first_row"], matrix, entry["file"], dense))
             index.alive = np.load(directory / manifest["alive"])
         except (OSError, ValueError, KeyError):
             return None  # a writer replaced files under us: rebuilding is always correct
@@ -346,10 +408,10 @@ class SparseIndex:
 
     @classmethod
     def rebuild(cls, collection: Any, directory: Path | None = None, page: int = 2000) -> SparseIndex:
-        """Build from the collection alone (every record's stored sparse vector)."""
+        """Build from the collection alone (every record's stored sparse vector and dense vector)."""
         index = cls(directory)
-        for ids, metadatas in keys.metadata_pages(collection, page=page):
-            index.upsert(ids, metadatas)
+        for ids, metadatas, embeddings in keys.record_pages(collection, page=page):
+            index.upsert(ids, metadatas, embeddings)
         index._dirty = True
         return index
 
@@ -359,6 +421,23 @@ class SparseIndex:
     def mark_changed(self) -> None:
         """Make the next persist() write a new generation even if nothing changed since the last."""
         self._dirty = True
+
+
+def _as_vectors(embeddings: Sequence[Any] | None, count: int) -> list[np.ndarray | None]:
+    """One float32 vector per record (None for each when no embeddings were given)."""
+    if embeddings is None:
+        return [None] * count
+    matrix = np.asarray(embeddings, dtype=np.float32)
+    if matrix.ndim != 2 or len(matrix) != count:
+        return [None] * count  # ragged or missing: rank these rows through Chroma
+    return list(matrix)
+
+
+def _stack_dense(vectors: list[np.ndarray | None]) -> np.ndarray | None:
+    """The rows' vectors as one matrix; None unless every row has one, all of one length."""
+    if not vectors or any(v is None for v in vectors) or len({len(v) for v in vectors}) != 1:
+        return None
+    return np.vstack(vectors)
 
 
 def _top(rows: np.ndarray, scores: np.ndarray, n: int) -> np.ndarray:

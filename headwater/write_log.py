@@ -5,8 +5,8 @@ sparse vectors, so every process that searches needs its own derived index. Rebu
 start costs ~12 s per 100,000 chunks and never sees later writes. Instead, every write to a
 server collection through Headwater (fleet workers, `headwater sync` against a server) appends
 (op, ids) to a Redis stream; a searching process keeps its index on disk with the stream id it
-has applied, replays what came after on start and before each query (upserted ids' vectors are
-read back from Chroma), and rebuilds only when it cannot trust the replay: the stream was trimmed
+has applied, replays what came after on start and before each query (upserted ids' sparse and
+dense vectors are read back from Chroma), and rebuilds only when it cannot trust the replay: the stream was trimmed
 past its position, Redis lost the stream, or the counts disagree.
 """
 
@@ -40,7 +40,8 @@ class WriteLog:
         self.redis = redis
         self.key = stream_key(collection)
 
-    def __call__(self, operation: str, ids: Sequence[str], metadatas: Sequence[dict[str, Any]] | None) -> None:
+    def __call__(self, operation: str, ids: Sequence[str], metadatas: Sequence[dict[str, Any]] | None,
+                 embeddings: Sequence[Any] | None = None) -> None:
         if operation in ("upsert", "delete") and ids:
             self.redis.xadd(self.key, {"op": operation, "ids": json.dumps(list(ids))},
                             maxlen=STREAM_LENGTH, approximate=True)
@@ -131,8 +132,9 @@ class FollowedIndex:
 
     def _upsert(self, ids: list[str]) -> None:
         for start in range(0, len(ids), _GET_PAGE):
-            got = self.store.collection.get(ids=ids[start:start + _GET_PAGE], include=["metadatas"])
-            self.index.upsert(got["ids"], got["metadatas"])
+            # The dense vectors too: the index keeps them for filtered scans (headwater.filtered_dense).
+            got = self.store.collection.get(ids=ids[start:start + _GET_PAGE], include=["metadatas", "embeddings"])
+            self.index.upsert(got["ids"], got["metadatas"], got["embeddings"])
 
     def _replayable(self, position: str) -> bool:
         """Whether every entry after `position` is still in the stream."""

@@ -45,7 +45,7 @@ class Harness:
         self.settings = Settings(chroma_path=chroma, collection="test", **overrides)
         self.writes: list[tuple[str, int]] = []
         self.store = ChromaStore.from_settings(self.settings, dense_model=dense.name, sparse_model=sparse.name,
-                                 observers=[lambda op, ids, _: self.writes.append((op, len(ids)))])
+                                 observers=[lambda op, ids, *_: self.writes.append((op, len(ids)))])
         self.index_dir = chroma / "headwater-sparse" / "test"
         self.index = open_sparse_index(self.store, self.index_dir, save=True)
         self.store.observers.append(self.index.written)

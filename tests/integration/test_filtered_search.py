@@ -56,15 +56,19 @@ def world(tmp_path_factory):
 FILTERS = [Filters(source_id="big"), Filters(source_id="mid"), Filters(source_id="small"), Filters(source_id="one"),
            Filters(source_id="nobody"), Filters(uri_prefix="d3"), Filters(uri_prefix="d3/e1"),
            Filters(uri_prefix="d2/e0/doc1234.md"), Filters(uri_prefix="d3/e"), Filters(source_id="mid", uri_prefix="d4")]
-# Each plan forced in turn (over-fetch limit, exact limit), then the chosen one.
-PLANS = {"over-fetch first": (10**9, 0), "restricted": (0, 0), "exact": (0, 10**9), "chosen": (None, None)}
+# Each plan forced in turn (scan limit, over-fetch limit, exact limit), then the chosen one.
+PLANS = {"scan": (10**9, 0, 0), "over-fetch first": (0, 10**9, 0), "restricted": (0, 0, 0),
+         "exact": (0, 0, 10**9), "chosen": (None, None, None)}
 
 
 @pytest.mark.parametrize("plan", PLANS)
 def test_every_plan_returns_chromas_filtered_results(world, plan, monkeypatch):
     store, index, vectors, queries = world
-    overfetch, exact = PLANS[plan]
+    scan, overfetch, exact = PLANS[plan]
     if overfetch is not None:
+        monkeypatch.setattr(filtered_dense, "SCAN_LIMIT", scan)
+        if not scan:  # as an index holding no vectors would: the plans that ask Chroma
+            monkeypatch.setattr(index, "dense_blocks", lambda rows: None)
         monkeypatch.setattr(filtered_dense, "MAX_OVERFETCH", overfetch)
         monkeypatch.setattr(filtered_dense, "EXACT_LIMIT", exact)
     for filters in FILTERS:
@@ -80,9 +84,13 @@ def test_every_plan_returns_chromas_filtered_results(world, plan, monkeypatch):
             assert len(ours) == min(N, matching), "a selective filter still returns what it can"
 
 
-def test_records_the_index_has_not_seen_are_checked_against_the_collection(world, tmp_path):
+def test_records_the_index_has_not_seen_are_checked_against_the_collection(world, tmp_path, monkeypatch):
     store, index, vectors, queries = world
+    # The over-fetch plan meets records by Chroma's ranking; the scan (like the restricted and exact
+    # plans) ranks only the rows the index holds, as current as its last refresh.
+    monkeypatch.setattr(filtered_dense, "SCAN_LIMIT", 0)
     stale = SparseIndex.rebuild(store.collection)
+    monkeypatch.setattr(stale, "dense_blocks", lambda rows: None)
     _write(store, range(RECORDS, RECORDS + 200), vectors)  # written after the index was read
     try:
         filters = Filters(source_id="big")
@@ -151,3 +159,24 @@ def test_equally_near_records_rank_by_id_in_every_process(tmp_path):
          f"{shared.tolist()!r}, 5, None)]))"], capture_output=True, text=True, timeout=120)
     assert other_process.returncode == 0, other_process.stderr
     assert other_process.stdout.strip() == '["t00", "t01", "t02", "t03", "t04"]'
+
+
+@pytest.mark.parametrize("space", ["cosine", "l2", "ip"])
+def test_the_scan_ranks_by_the_collections_space(tmp_path, space, monkeypatch):
+    monkeypatch.setattr(filtered_dense, "SCAN_LIMIT", 10**9)
+    rng = np.random.default_rng(14)
+    vectors = (rng.standard_normal((600, 8)) * rng.uniform(0.2, 3.0, (600, 1))).astype(np.float32)  # unnormalised
+    settings = Settings(chroma_path=tmp_path / "chroma", collection=f"scan-{space}")
+    store = ChromaStore.from_settings(settings, hnsw=HnswConfig(space=space, search_ef=2_000))
+    _write(store, range(600), vectors)
+    index = SparseIndex.rebuild(store.collection)
+    filters = Filters(source_id="mid")
+    rows = index.location_rows(*filters.location_key())
+    for query in rng.standard_normal((6, 8)).astype(np.float32):
+        ours = filtered_dense_search(store.collection, query.tolist(), N, filters.location_where(), index, rows,
+                                     filters.matches_location, filtered_dense.collection_space(store.collection))
+        chroma = store.collection.query(query_embeddings=[query.tolist()], n_results=N,
+                                        where=filters.chroma_where(), include=["distances"])
+        assert [i for i, _ in ours] == chroma["ids"][0]
+        expected = [filtered_dense.similarity(d, space) for d in chroma["distances"][0]]
+        assert [s for _, s in ours] == pytest.approx(expected, rel=1e-4, abs=1e-4)

@@ -90,3 +90,40 @@ def test_a_searcher_that_stops_with_unsaved_replays_restarts_without_a_rebuild(s
     write(store, ["d"], term=11)
     restarted = FollowedIndex(store, client, directory, min_interval=0)
     assert not restarted.rebuilt and found(restarted.index, 11) == {"a", "b", "c", "d"}
+
+
+def test_replayed_writes_and_restarts_keep_the_dense_vectors_filtered_scans_rank(setup):
+    from headwater.filtered_dense import collection_space, filtered_dense_search
+
+    store, client, directory = setup
+    rng = np.random.default_rng(13)
+    vectors = {f"v{n:02d}": rng.standard_normal(8).astype(np.float32) for n in range(60)}
+
+    def put(ids: list[str]) -> None:
+        metadatas = [{keys.URI: f"{i}.md", keys.SOURCE_ID: "t" if int(i[1:]) % 4 == 0 else "s",
+                      keys.SPARSE: encode_sparse(np.array([5]), np.array([1.0]))} for i in ids]
+        store.upsert(ids, ids, [vectors[i].tolist() for i in ids], metadatas)
+
+    def agrees_with_chroma(index) -> None:  # noqa: ANN001
+        rows = index.location_rows("t", None)
+        assert index.dense_blocks(np.flatnonzero(rows)) is not None, "every row's vector is known: the scan plan runs"
+        for query in rng.standard_normal((4, 8)).astype(np.float32):
+            ours = filtered_dense_search(store.collection, query.tolist(), 5, {keys.SOURCE_ID: "t"}, index, rows,
+                                         lambda source, uri: source == "t", collection_space(store.collection))
+            chroma = store.collection.query(query_embeddings=[query.tolist()], n_results=5,
+                                            where={keys.SOURCE_ID: "t"}, include=[])
+            assert [i for i, _ in ours] == chroma["ids"][0]
+
+    put(list(vectors)[:30])
+    follower = FollowedIndex(store, client, directory, min_interval=0)
+    assert follower.rebuilt
+    agrees_with_chroma(follower.index)
+    put(list(vectors)[30:])  # replayed from the log: vectors read back from the server
+    store.delete(["v00", "v04"])
+    vectors["v08"] = rng.standard_normal(8).astype(np.float32)
+    put(["v08"])  # overwritten with a new vector
+    agrees_with_chroma(follower.refresh())
+    follower.save()
+    restarted = FollowedIndex(store, client, directory, min_interval=0)
+    assert not restarted.rebuilt
+    agrees_with_chroma(restarted.index)

@@ -113,3 +113,49 @@ def test_content_hash_lookups_hold_a_bounded_page(client, monkeypatch):
     found = store.vectors_by_content_hash(["c-Licensed under the Apache License", "c-rare", "c-missing"])
     assert set(found) == {"c-Licensed under the Apache License", "c-rare"}
     assert pages and all(limit == 4 for limit in pages)
+
+
+def test_a_pass_checks_the_saved_sparse_index_against_the_documents_it_read(client, tmp_path, monkeypatch):
+    from headwater.sparse_codec import encode_sparse
+    from headwater.sparse_index import SparseIndex
+    from headwater.sparse_index_files import open_sparse_index
+
+    sparse = encode_sparse([1, 2], [1.0, 0.5])
+    records = [chunk(f"d{d}.md", n, 2) for d in range(3) for n in range(2)]
+    for r in records:
+        r.metadata[keys.SPARSE] = sparse
+    store = ChromaStore(client, "checked", batch_size=100, single_writer=True)
+    index = SparseIndex(tmp_path / "idx")
+    store.observers.append(index.written)
+    write_chunks(store, records)
+    store.documents("src", backfill=True)  # writes the manifest (a first pass)
+    index.persist()
+
+    def count_forbidden():
+        raise AssertionError("the collection was counted")
+
+    again = ChromaStore(client, "checked", batch_size=100, single_writer=True)  # the next pass, in a new process
+    again.documents("src")
+    monkeypatch.setattr(again, "count", count_forbidden)
+    opened = open_sparse_index(again, tmp_path / "idx", save=True)
+    assert len(opened) == 6 and opened.generation() == index.generation(), "loaded, not rebuilt"
+
+    # A document the manifest names but the index never saw (written while the index was not kept):
+    extra = chunk("d9.md", 0, 1)
+    extra.metadata[keys.SPARSE] = sparse
+    again.collection.upsert(ids=[extra.id], documents=[extra.text], embeddings=[extra.embedding],
+                            metadatas=[extra.metadata])
+    again.manifest.write([ManifestEntry("src", "d9.md", "v1", "h-v1", [extra.id], "k1")])
+    again.documents("src")
+    rebuilt = open_sparse_index(again, tmp_path / "idx", save=True)
+    assert len(rebuilt) == 7 and extra.id in rebuilt.row_of
+
+    # Without a full read of every source the index holds (or after a write), the count decides.
+    third = ChromaStore(client, "checked", batch_size=100, single_writer=True)
+    counted = []
+    monkeypatch.setattr(third, "count", lambda: counted.append(1) or third.collection.count())
+    assert len(open_sparse_index(third, tmp_path / "idx", save=True)) == 7 and counted == [1]
+    third.documents("src")
+    third.delete([extra.id])
+    index_after = open_sparse_index(third, tmp_path / "idx", save=True)
+    assert counted == [1, 1] and len(index_after) == 6

@@ -11,6 +11,16 @@ def _record(rng, source="s", uri=None):
     return {"source_id": source, "uri": uri or f"doc{rng.integers(1000)}.md", "sparse_vector": encode_sparse(terms, values)}
 
 
+DIMENSIONS = 16
+
+
+def _vector_of(metadata: dict) -> np.ndarray:
+    """A record's dense vector, fixed by its content (an overwrite with new content changes it)."""
+    import zlib
+
+    return np.random.default_rng(zlib.crc32(metadata["sparse_vector"].encode())).standard_normal(DIMENSIONS).astype(np.float32)
+
+
 def _dense_scores(records: dict[str, dict], query_terms, query_values):
     from headwater.sparse_codec import decode_sparse
 
@@ -30,19 +40,20 @@ class FakeCollection:
 
     def get(self, include, limit, offset, where=None):
         ids = sorted(self.records)[offset:offset + limit]
-        return {"ids": ids, "metadatas": [self.records[i] for i in ids]}
+        return {"ids": ids, "metadatas": [self.records[i] for i in ids],
+                "embeddings": [_vector_of(self.records[i]) for i in ids] if "embeddings" in include else None}
 
 
 def _apply_history(rng, index, truth, steps=40):
     ids = []
     for step in range(steps):
         batch = {f"r{step}-{n}": _record(rng) for n in range(rng.integers(5, 30))}
-        index.upsert(list(batch), list(batch.values()))
+        index.upsert(list(batch), list(batch.values()), [_vector_of(m) for m in batch.values()])
         truth.update(batch)
         ids.extend(batch)
         if step % 3 == 0 and ids:  # overwrite some
             again = {i: _record(rng) for i in rng.choice(ids, size=min(5, len(ids)), replace=False).tolist() if i in truth}
-            index.upsert(list(again), list(again.values()))
+            index.upsert(list(again), list(again.values()), [_vector_of(m) for m in again.values()])
             truth.update(again)
         if step % 4 == 1:  # delete some
             gone = [i for i in rng.choice(ids, size=min(8, len(ids)), replace=False).tolist() if i in truth]
@@ -254,3 +265,66 @@ def test_queries_from_many_threads_see_consistent_rows_while_writes_seal_and_mer
     for thread in threads:
         thread.join(120)
     assert not any(t.is_alive() for t in threads) and not failures, failures
+
+
+def _dense_copy(index: SparseIndex) -> dict[str, np.ndarray]:
+    """id -> the dense vector the index holds for every live row."""
+    rows = np.flatnonzero(index.location_rows(None, None))
+    blocks = index.dense_blocks(rows)
+    assert blocks is not None, "every row was written with its vector"
+    return {index.ids[r]: vector for numbers, vectors in blocks for r, vector in zip(numbers.tolist(), vectors)}
+
+
+def test_dense_vectors_follow_upserts_overwrites_deletes_merges_and_restarts(tmp_path):
+    rng = np.random.default_rng(21)
+    index, truth = SparseIndex(tmp_path / "idx"), {}
+    _apply_history(rng, index, truth, steps=60)  # enough rows to merge segments and drop dead rows
+    assert len(index._segments) < 20, "each step sealed a segment: most were merged"
+    expected = {record_id: _vector_of(metadata) for record_id, metadata in truth.items()}
+
+    def same(copy):
+        assert copy.keys() == expected.keys()
+        assert all(np.array_equal(copy[i], expected[i]) for i in expected)
+
+    same(_dense_copy(index))
+    index.persist()
+    loaded = SparseIndex.load(tmp_path / "idx")  # a restart: read back, not rebuilt
+    same(_dense_copy(loaded))
+    assert all(isinstance(s.dense, np.memmap) for s in loaded._segments), "mapped from the files, not read"
+    same(_dense_copy(SparseIndex.rebuild(FakeCollection(truth))))
+    # Later writes on the loaded index: new segments merge with mapped ones.
+    more = {f"late{n}": _record(rng) for n in range(300)}
+    loaded.upsert(list(more), list(more.values()), [_vector_of(m) for m in more.values()])
+    gone = list(truth)[:50]
+    loaded.delete(gone)
+    for i in gone:
+        del expected[i]
+    expected.update({i: _vector_of(m) for i, m in more.items()})
+    same(_dense_copy(loaded))
+    loaded.persist()
+    same(_dense_copy(SparseIndex.load(tmp_path / "idx")))
+
+
+def test_rows_written_without_vectors_have_no_dense_copy():
+    rng = np.random.default_rng(22)
+    index = SparseIndex()
+    with_vectors = {f"v{n}": _record(rng) for n in range(10)}
+    index.upsert(list(with_vectors), list(with_vectors.values()), [_vector_of(m) for m in with_vectors.values()])
+    index.location_rows(None, None)  # sealed: a segment of its own
+    index.upsert(["bare"], [_record(rng)])  # no vector given: its segment cannot be scanned
+    rows = index.location_rows(None, None)
+    assert index.dense_blocks(np.flatnonzero(rows)) is None
+    assert index.dense_blocks(np.flatnonzero(rows)[:10]) is not None, "the first segment's rows still can"
+
+
+def test_an_index_of_the_previous_format_is_not_loaded(tmp_path):
+    import json
+
+    rng = np.random.default_rng(23)
+    index = SparseIndex(tmp_path / "idx")
+    index.upsert(["a"], [_record(rng)], [np.ones(DIMENSIONS)])
+    index.persist()
+    manifest = json.loads((tmp_path / "idx" / "manifest.json").read_text())
+    manifest["format"] = 2  # segments without dense vectors: rebuilt once rather than never scanned
+    (tmp_path / "idx" / "manifest.json").write_text(json.dumps(manifest))
+    assert SparseIndex.load(tmp_path / "idx") is None

@@ -39,7 +39,7 @@ def test_a_batch_never_sends_one_id_twice_and_the_last_write_wins(store):
 
 def test_batches_stay_within_the_store_limit(store):
     sizes = []
-    store.observers.append(lambda op, ids, _: sizes.append(len(ids)))
+    store.observers.append(lambda op, ids, *_: sizes.append(len(ids)))
     writer = BatchWriter(store)
     writer.upsert([record(f"r{n}", f"text {n}") for n in range(7)])
     writer.flush()
