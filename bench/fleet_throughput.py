@@ -12,7 +12,10 @@ Starts its own services on loopback: a private redis-server and a `chroma run` s
 5. Capacity model (bench/capacity_model.py): per-stage costs as the workers recorded them in each
    fleet run predict the other run's documents per second (1 worker from the 2-worker costs and
    the other way round), compared with what was measured.
-The load average is printed at start and end: the machine is shared, so compare ratios.
+The load average is printed at start and end: the machine is shared, so compare ratios. CPU
+seconds per process (this process, each worker, the beat, Chroma, Redis) and per stage (the
+threads that ran it) are printed for each timed run: they say where the time went whatever else
+ran on the machine.
 
 Run: `python -m bench.fleet_throughput [--min-chunks N] [--tiny N]`.
 """
@@ -28,7 +31,7 @@ import sys
 import sysconfig
 import tempfile
 from pathlib import Path
-from time import perf_counter, sleep
+from time import perf_counter, process_time, sleep
 
 ROOT = Path(__file__).resolve().parents[1]
 # Standard-library packages copied, in this order, until the corpus has enough chunks.
@@ -119,14 +122,29 @@ class Fleet:
         spec = FolderConnector(source_id, folder).spec()
         started = perf_counter()
         run_id = enqueue_sync(self.client, spec, replace(self.target, collection=collection))
-        while not (run := self.client.runs.get(run_id)).status.finished:
+        # One field read per poll: this process shares the cores with the workers it times.
+        while not self.client.runs.status(run_id).finished:
             sleep(0.1)
         elapsed = perf_counter() - started
+        run = self.client.runs.get(run_id)
         assert run.status.value == "complete", run.to_json()
         return elapsed
 
     def stage_seconds(self) -> dict[str, float]:
         return {stage: cost.seconds for stage, cost in self.client.costs.read().items()}
+
+    def stage_cpu_seconds(self) -> dict[str, float]:
+        return {stage: cost.cpu_seconds for stage, cost in self.client.costs.read().items()}
+
+    def cpu(self) -> dict[str, float]:
+        """CPU seconds so far of this process and of each child process tree, by name."""
+        from bench.process_cpu import children_cpu_seconds, command_name
+
+        names = {process.pid: name for name, process in self.processes.items()}
+        found = {"bench": process_time()}
+        for pid, seconds in children_cpu_seconds().items():
+            found[names.get(pid) or command_name(pid)] = found.get(names.get(pid) or command_name(pid), 0.0) + seconds
+        return found
 
     def forget_vectors(self) -> None:
         """Empty the vector cache, so a second run of the same corpus embeds every text again."""
@@ -134,6 +152,10 @@ class Fleet:
 
         for key in self.redis.scan_iter(match=keys.vector_cache("*", "*"), count=1000):
             self.redis.delete(key)
+
+
+def _cpu_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {name: after[name] - before.get(name, 0.0) for name in after}
 
 
 def _load() -> str:
@@ -161,6 +183,8 @@ def main() -> None:
         (warm / f"warm-{n}.md").write_text(f"# Warm up {n}\n\nLoads the models in every worker ({n}).\n")
     load_at_start = _load()
     measured: dict[int, tuple[float, dict[str, float]]] = {}
+    cpu: dict[str, dict[str, float]] = {}  # timed run -> process -> CPU seconds
+    stage_cpu: dict[int, dict[str, float]] = {}  # workers -> stage -> CPU seconds
     try:
         with redis_server(workdir) as redis_url, chroma_server(workdir) as (host, port):
             env = {**os.environ, "HEADWATER_REDIS_URL": redis_url, "HEADWATER_CHROMA_HOST": host,
@@ -174,15 +198,23 @@ def main() -> None:
                 fleet.start("beat", "beat", "--schedule-file", str(workdir / "beat-schedule"))
                 fleet.run(warm, "warm", "warm")
                 fleet.run(warm, "warm-again", "warm-again")
+                before = fleet.cpu()
                 embedded_s = _embedded(corpus, workdir, "corpus")
+                after = fleet.cpu()
+                cpu["embedded"] = _cpu_delta(before, after)
                 fleet_s = fleet.run(corpus, "corpus", "bench-2")
+                cpu["fleet, 2 workers"] = _cpu_delta(after, fleet.cpu())
+                stage_cpu[2] = fleet.stage_cpu_seconds()
                 measured[2] = (fleet_s, fleet.stage_seconds())
                 tiny_embedded_s = _embedded(tiny, workdir, "tiny")
                 tiny_fleet_s = fleet.run(tiny, "tiny", "bench-tiny")
                 tiny_costs = fleet.stage_seconds()
                 fleet.stop("worker-b")
                 fleet.forget_vectors()
+                before = fleet.cpu()
                 one_s = fleet.run(corpus, "corpus-1", "bench-1")
+                cpu["fleet, 1 worker"] = _cpu_delta(before, fleet.cpu())
+                stage_cpu[1] = fleet.stage_cpu_seconds()
                 measured[1] = (one_s, fleet.stage_seconds())
             finally:
                 fleet.stop_all()
@@ -206,6 +238,23 @@ def main() -> None:
     print(f"| {documents} documents, {chunks} chunks | {embedded_s:.1f} s | {fleet_s:.1f} s | {fleet_s / embedded_s:.2f}x | "
           f"{one_s:.1f} s | {overhead:.0f} ms ({args.tiny} one-line documents: {tiny_embedded_s:.1f} s embedded, "
           f"{tiny_fleet_s:.1f} s fleet) |")
+    print()
+    processes = ("bench", "worker-a", "worker-b", "beat", "chroma", "redis-server")
+    print("CPU seconds per process in each timed run (`bench` is this process: the embedded sync itself, "
+          "or queueing and polling a fleet run):")
+    print("| run | wall | " + " | ".join(processes) + " | all |")
+    print("|---|---|" + "---|" * (len(processes) + 1))
+    walls = {"embedded": embedded_s, "fleet, 2 workers": fleet_s, "fleet, 1 worker": one_s}
+    for run, seconds in cpu.items():
+        print(f"| {run} | {walls[run]:.1f} | " + " | ".join(f"{seconds.get(p, 0.0):.1f}" for p in processes)
+              + f" | {sum(seconds.values()):.1f} |")
+    print()
+    print("Per-stage CPU seconds (the threads that ran each stage) against wall seconds:")
+    print("| run | " + " | ".join(STAGES) + " |")
+    print("|---|" + "---|" * len(STAGES))
+    for workers in sorted(stage_cpu):
+        print(f"| {workers} worker{'s' if workers > 1 else ''} | " + " | ".join(
+            f"{stage_cpu[workers].get(s, 0.0):.1f} / {measured[workers][1].get(s, 0.0):.1f}" for s in STAGES) + " |")
     print()
     print("Per-stage costs, seconds per document (worker wall time / documents), as recorded in each run:")
     print("| run | " + " | ".join(STAGES) + " | sum |")

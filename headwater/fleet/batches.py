@@ -2,8 +2,11 @@
 
 A document joins its collection's queue for a step in the same script that creates the step's
 lease (headwater.fleet.state), weighted by what it adds to a batch: the texts it needs embedded,
-or one for a write. A batch task is sent at once when a full batch waits, else once, a short delay
-later, for whatever has gathered by then; no worker polls. A task takes the due documents oldest
+or one for a write. A batch task is sent at once when a full batch waits, or when the runs whose
+documents just joined have nothing more that could join (a run's tail), else once, a short delay
+later, for whatever has gathered by then; no worker polls. A task that takes a batch sends the
+next one at once when another full batch still waits, so a second worker need not wait for the
+first to finish. A task takes the due documents oldest
 first until its batch is full, renews their leases while it works, and commits each document on
 its own, so a batch that dies halfway puts back only what it had not finished.
 """
@@ -11,6 +14,7 @@ its own, so a batch that dies halfway puts back only what it had not finished.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from headwater.fleet import keys
@@ -44,9 +48,11 @@ def limits(settings: Settings, step: str) -> Limits:
     return Limits(texts, texts, EMBED_BATCH_DOCUMENTS, settings.embed_batch_delay_seconds)
 
 
-def schedule(fleet: Fleet, collection: str, step: str, urgent: bool = False) -> None:
+def schedule(fleet: Fleet, collection: str, step: str, runs: Iterable[str] = (), urgent: bool = False) -> None:
     """Send a batch task now when a full batch waits, else one (at a time) after the step's delay.
 
+    `runs` are the runs whose documents just joined the queue: when none of them has anything left
+    that could join it, the batch goes now (a run's last documents do not wait out the delay).
     `urgent` (a live change's document is due): now, whatever waits. Live changes are one or a few
     documents each, someone is waiting to find them, and nothing more of their run will come to share
     the batch; a task that finds the batch already taken by another does nothing.
@@ -55,7 +61,7 @@ def schedule(fleet: Fleet, collection: str, step: str, urgent: bool = False) -> 
         fleet.send(BATCH_TASK[step], [collection])
         return
     limit = limits(fleet.settings, step)
-    due = fleet.state.batch_due(collection, step, limit.full, limit.delay)
+    due = fleet.state.batch_due(collection, step, limit.full, limit.delay, tuple(runs))
     if due == "now":
         fleet.send(BATCH_TASK[step], [collection])
     elif due == "later":

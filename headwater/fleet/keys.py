@@ -47,6 +47,7 @@ SWEEP_LOCK = PREFIX + "sweep-lock"
 EMBEDDED_TEXTS = PREFIX + "stats:embedded-texts"  # texts that went through a model, all runs, per side
 STAGE_SECONDS = PREFIX + "stats:stage-seconds"  # stage -> seconds workers spent in it (headwater.fleet.stage_costs)
 STAGE_DOCUMENTS = PREFIX + "stats:stage-documents"  # stage -> documents it handled
+STAGE_CPU_SECONDS = PREFIX + "stats:stage-cpu-seconds"  # stage -> CPU seconds of the threads that ran it
 
 
 def run(run_id: str, part: str = "") -> str:

@@ -12,7 +12,26 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import numpy as np
+
 _PART = 8 * 1024 * 1024  # Redis strings are capped at 512 MB; parts keep each write small
+_FLOAT32 = b"f"  # marks a dense vector stored as float32 bytes; an earlier version stored JSON ("[...")
+
+
+def pack_dense(vector: Any) -> bytes:
+    """A dense vector as stored in payloads and the vector cache: its float32 values, raw.
+
+    The model's output is float32, so nothing is lost; JSON cost about 0.35 ms of CPU per vector
+    to write and read back (2,000 chunks: 0.7 s), raw bytes 0.02 ms.
+    """
+    return _FLOAT32 + np.asarray(vector, dtype="<f4").tobytes()
+
+
+def unpack_dense(raw: bytes) -> list[float]:
+    """The floats `pack_dense` stored (or the JSON list an earlier version stored: in flight across an upgrade)."""
+    if raw[:1] == _FLOAT32:
+        return np.frombuffer(raw, dtype="<f4", offset=1).tolist()
+    return [float(x) for x in json.loads(raw)]
 
 
 class PayloadStore:

@@ -32,6 +32,9 @@ from headwater.fleet import keys
 
 LIST, FETCH, PARSE, DENSE, SPARSE, WRITE, FINISH = "list", "fetch", "parse", "dense", "sparse", "write", "finish"
 DOCUMENT_STEPS = (FETCH, PARSE, DENSE, SPARSE, WRITE)
+# The document states (run:{id}:docs) from which a document may still join a batched step's queue.
+UPSTREAM_STATES = {DENSE: ("fetch", "parse"), SPARSE: ("fetch", "parse"), WRITE: ("fetch", "parse", "embed")}
+DRAIN_SCAN_LIMIT = 256  # active documents a schedule looks through to see whether a run has more coming
 BATCHED_STEPS = (DENSE, SPARSE, WRITE)
 RUN_STEPS = (LIST, FINISH)
 
@@ -314,12 +317,36 @@ end
 return {taken, failed}
 """
 
-# ARGV: P, collection, step, full_weight, delay_ms — is a batch task due now, later (one delayed task
-# at a time), or already on its way?
+# ARGV: P, collection, step, full_weight, delay_ms, upstream states (comma list), runs... — is a batch
+# task due now, later (one delayed task at a time), or already on its way? Waiting for a fuller batch
+# is pointless when none of the given runs has a document that could still join it: none queued, none
+# active in an upstream state (the end of a run). A run with too many active documents to look through
+# cheaply is taken to have more coming (a smaller batch, or a delay, is all a wrong guess costs).
 _SCHEDULE = _PRELUDE + """
 local key = P .. 'col:' .. ARGV[2] .. ':due:' .. ARGV[3]
 if redis.call('ZCARD', key) == 0 then return 0 end
 if tonumber(redis.call('GET', key .. ':weight') or '0') >= tonumber(ARGV[4]) then return 1 end
+if #ARGV >= 7 then
+  local upstream = {}
+  for state in string.gmatch(ARGV[6], '[^,]+') do upstream[state] = true end
+  local more = false
+  for i = 7, #ARGV do
+    local rid = ARGV[i]
+    if unfinished(rid) then
+      local active = rk(rid) .. ':active'
+      if redis.call('HGET', rk(rid), 'listed') ~= '1' or redis.call('LLEN', rk(rid) .. ':todo') > 0
+         or redis.call('SCARD', active) > """ + str(DRAIN_SCAN_LIMIT) + """ then
+        more = true
+      else
+        for _, uri in ipairs(redis.call('SMEMBERS', active)) do
+          if upstream[redis.call('HGET', rk(rid) .. ':docs', uri)] then more = true break end
+        end
+      end
+      if more then break end
+    end
+  end
+  if not more then return 1 end
+end
 if redis.call('SET', key .. ':later', '1', 'NX', 'PX', ARGV[5]) then return 2 end
 return 0
 """
@@ -433,9 +460,15 @@ class StateMachine:
         return entries, [Moved("poisoned", [_text(u) for u in p[1]], bool(int(p[2])), detail=_text(p[0]))
                          for p in poisoned]
 
-    def batch_due(self, collection: str, step: str, full_weight: float, delay: float) -> str | None:
-        """Whether a batch task should be sent: "now" (a full batch waits), "later" (in `delay`), or None."""
-        reply = int(self._schedule(args=[keys.PREFIX, collection, step, full_weight, max(1, int(delay * 1000))]))
+    def batch_due(self, collection: str, step: str, full_weight: float, delay: float,
+                  runs: tuple[str, ...] = ()) -> str | None:
+        """Whether a batch task should be sent: "now", "later" (in `delay`), or None (one is on its way).
+
+        "now" when a full batch waits, or when `runs` (those whose documents just joined the queue)
+        have nothing left that could join it: the end of a run is not held back by the delay.
+        """
+        reply = int(self._schedule(args=[keys.PREFIX, collection, step, full_weight, max(1, int(delay * 1000)),
+                                         ",".join(UPSTREAM_STATES[step]), *sorted(set(runs))]))
         return {1: "now", 2: "later"}.get(reply)
 
     def claim_document(self, run_id: str, uri: str, claim_key: str, ttl: int) -> bool:

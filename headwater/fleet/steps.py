@@ -15,11 +15,10 @@ between any two of these leaves a lease that the sweeper re-drives (headwater.fl
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from time import perf_counter
+from time import perf_counter, thread_time
 from typing import Any
 
 from headwater import chroma_store as ckeys
@@ -31,6 +30,7 @@ from headwater.errors import (ConfigurationError, DocumentVanished, ListingError
 from headwater.fleet import batches, keys
 from headwater.fleet.batches import BATCH_TASK, Batch
 from headwater.fleet.context import Fleet
+from headwater.fleet.payloads import pack_dense, unpack_dense
 from headwater.fleet.state import BATCHED_STEPS, DENSE, FETCH, FINISH, LIST, PARSE, SPARSE, WRITE, Commit, Moved
 from headwater.models import Op
 from headwater.observability import metrics
@@ -71,7 +71,7 @@ def run_step(fleet: Fleet, run_id: str, step: str, uri: str, body: Callable[[Hel
         log.debug("%s of %s in run %s: %s", step, uri or "(run)", run_id, got.status)
         return
     held = Held(fleet, run_id, step, uri, token)
-    started = perf_counter()
+    started, cpu_started = perf_counter(), thread_time()
     try:
         with fleet.renewing([keys.member(run_id, step, uri)], token):
             body(held)
@@ -81,7 +81,7 @@ def run_step(fleet: Fleet, run_id: str, step: str, uri: str, body: Callable[[Hel
     except Exception as exc:  # noqa: BLE001  (anything else is worth a retry: Chroma, Redis or the source blinked)
         metrics.RETRIES.labels(step, type(exc).__name__).inc()
         _retry_later(held, exc)
-    fleet.costs.add(step, perf_counter() - started, 1 if uri else 0)
+    fleet.costs.add(step, perf_counter() - started, 1 if uri else 0, thread_time() - cpu_started)
 
 
 def _end_failed(held: Held, reason: str) -> None:
@@ -123,7 +123,7 @@ def _to_write_or_end(held: Held, outcome: outcomes.Outcome, collection: str) -> 
     if outcome.writes:
         fleet.payloads.put_json(keys.doc_payload(held.run_id, held.uri, "plan"), outcome.to_json())
         if held.commit("write", (WRITE,)).status == "next":
-            batches.schedule(fleet, collection, WRITE, urgent=_is_live(fleet, held.run_id))
+            batches.schedule(fleet, collection, WRITE, [held.run_id], urgent=_is_live(fleet, held.run_id))
         return
     follow(fleet, held.run_id, held.commit(outcome.state, reason=outcome.reason))
 
@@ -181,6 +181,7 @@ class _Fetched:
 
     data: bytes
     facts: dict[str, Any]
+    stored: bool  # whether the collection held the document when the fetch looked (under this run's claim)
 
 
 def fetch(fleet: Fleet, run_id: str, uri: str) -> None:
@@ -228,7 +229,7 @@ def fetch(fleet: Fleet, run_id: str, uri: str) -> None:
         moved = held.commit("parse", (PARSE,))
         fleet.crash.reached("fetch.after_commit", uri)
         if moved.status == "next":
-            handed.append(_Fetched(fetched.data, facts))
+            handed.append(_Fetched(fetched.data, facts, stored is not None))
 
     run_step(fleet, run_id, FETCH, uri, body)
     if handed:
@@ -250,8 +251,10 @@ def parse(fleet: Fleet, run_id: str, uri: str, fetched: _Fetched | None = None) 
             if data is None or facts_json is None:
                 raise PermanentDocumentError("its in-flight copy was lost (Redis emptied or the run outlived "
                                              "HEADWATER_PAYLOAD_TTL_SECONDS); the next sync reads it again")
-        # Planning needs the chunks' metadata; the fetch read only the document's manifest entry.
-        stored = store.document_chunks(run.source_id, [uri]).get(uri)
+        # Planning needs the chunks' metadata; the fetch read only the document's manifest entry. A
+        # document the fetch found absent has none: this run's claim keeps other runs from writing it.
+        stored = None if fetched is not None and not fetched.stored else \
+            store.document_chunks(run.source_id, [uri]).get(uri)
         s = fleet.settings
         try:
             parsed = parse_document(uri, data)
@@ -282,8 +285,8 @@ def parse(fleet: Fleet, run_id: str, uri: str, fetched: _Fetched | None = None) 
         moved = held.commit("embed", (DENSE, SPARSE), weight=len(new_texts))
         fleet.crash.reached("parse.after_commit", uri)
         if moved.status == "next":
-            batches.schedule(fleet, run.target.collection, SPARSE)
-            batches.schedule(fleet, run.target.collection, DENSE)
+            batches.schedule(fleet, run.target.collection, SPARSE, [run_id])
+            batches.schedule(fleet, run.target.collection, DENSE, [run_id])
         fleet.crash.reached("parse.after_send", uri)
         _drop_payload(fleet, run_id, uri, "bytes")
         fleet.crash.reached("parse.after_payload_delete", uri)
@@ -315,9 +318,10 @@ def embed(fleet: Fleet, collection: str, side: str) -> None:
                     for run_id, uri in batch.taken]
 
     def then(batch: Batch, moves: list[Moved]) -> None:
-        if any(moved.status == "next" for moved in moves):  # both sides done: on to the write
-            live = any(_is_live(fleet, run_id) for run_id in {run_id for run_id, _ in batch.taken})
-            batches.schedule(fleet, collection, WRITE, urgent=live)
+        written = {run_id for (run_id, _), moved in zip(batch.taken, moves) if moved.status == "next"}
+        if written:  # both sides done: on to the write
+            live = any(_is_live(fleet, run_id) for run_id in written)
+            batches.schedule(fleet, collection, WRITE, written, urgent=live)
 
     run_batch(fleet, collection, side, work, then, (f"{side}.after_take", f"{side}.after_vectors", f"{side}.after_commit"),
               f"embedding ({side})", "check the worker's log")
@@ -336,7 +340,9 @@ def run_batch(fleet: Fleet, collection: str, step: str, work: Callable[[Batch], 
     _follow_all(fleet, [(moved.detail, moved) for moved in batch.poisoned])
     if not batch.taken:
         return
-    started = perf_counter()
+    started, cpu_started = perf_counter(), thread_time()
+    runs = {run_id for run_id, _ in batch.taken}
+    batches.schedule(fleet, collection, step, runs)  # another full batch waits: another worker can start on it
     try:
         with fleet.renewing(batch.members, batch.token):
             fleet.crash.reached(taken_point)
@@ -352,8 +358,8 @@ def run_batch(fleet: Fleet, collection: str, step: str, work: Callable[[Batch], 
     fleet.crash.reached(committed_point)
     _follow_all(fleet, [(c.run_id, moved) for c, moved in zip(commits, moves)])
     then(batch, moves)
-    batches.schedule(fleet, collection, step)  # what gathered meanwhile
-    fleet.costs.add(step, perf_counter() - started, len(batch.taken))
+    batches.schedule(fleet, collection, step, runs)  # what gathered meanwhile
+    fleet.costs.add(step, perf_counter() - started, len(batch.taken), thread_time() - cpu_started)
 
 
 def _embed_batch(fleet: Fleet, batch: Batch) -> list[Commit]:
@@ -382,7 +388,7 @@ def _embed_batch(fleet: Fleet, batch: Batch) -> list[Commit]:
     values = dict(zip(hashes, fleet.redis.mget([keys.vector_cache(model, h) for h in hashes]))) if hashes else {}
     missing = [h for h in hashes if values[h] is None]
     if missing:
-        values.update(zip(missing, (v.encode() for v in _vectors(fleet, side, [texts[h] for h in missing]))))
+        values.update(zip(missing, _vectors(fleet, side, [texts[h] for h in missing])))
         pipe = fleet.redis.pipeline(transaction=False)
         for h in missing:
             pipe.set(keys.vector_cache(model, h), values[h], ex=fleet.settings.payload_ttl_seconds)
@@ -393,16 +399,12 @@ def _embed_batch(fleet: Fleet, batch: Batch) -> list[Commit]:
     return commits
 
 
-def _vectors(fleet: Fleet, side: str, texts: list[str]) -> list[str]:
-    """Each text's vector as stored in the payloads: JSON floats (dense) or the encoded sparse vector."""
+def _vectors(fleet: Fleet, side: str, texts: list[str]) -> list[bytes]:
+    """Each text's vector as stored in the payloads: float32 bytes (dense) or the encoded sparse vector."""
     metrics.embedded(side, len(texts))
     if side == DENSE:
-        return [json_vector(v) for v in fleet.dense.embed(texts)]
-    return [encode_sparse(i, v) for i, v in fleet.sparse.encode(texts)]
-
-
-def json_vector(vector) -> str:  # noqa: ANN001
-    return json.dumps([float(x) for x in vector])
+        return [pack_dense(v) for v in fleet.dense.embed(texts)]
+    return [encode_sparse(i, v).encode() for i, v in fleet.sparse.encode(texts)]
 
 
 def embed_dense(fleet: Fleet, collection: str) -> None:
@@ -465,7 +467,7 @@ def _queue_writes(fleet: Fleet, writer: BatchWriter, run, uri: str, plan: dict |
             h = record.metadata[ckeys.CONTENT_HASH]
             if h not in dense or h not in sparse:
                 return outcomes.FAILED, "its vectors were lost before it was written; the next sync reads it again"
-            record.embedding = [float(x) for x in json.loads(dense[h])]
+            record.embedding = unpack_dense(dense[h])
             record.metadata[ckeys.SPARSE] = sparse[h].decode()
     newer = not fleet.runs.claim_document(run.source_id, uri, run.seq)
     if not newer and run.kind == "live":

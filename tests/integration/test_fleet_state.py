@@ -119,6 +119,35 @@ def test_embedding_batches_fill_by_texts_oldest_first_across_documents(client):
     assert sm.take_batch("col", SPARSE, "t-s", max_docs=1)[0] == [(run_id, "a")]  # sides are queued apart
 
 
+def test_a_runs_last_documents_go_to_their_batch_without_waiting_for_more(client):
+    run_id = listed_run(client, ["a", "b", "c"], window=2)
+    sm = machine(client)
+    embed_due(sm, run_id, "a", 3)
+    # b is still being fetched and c is queued: more texts are coming, so the batch waits for them.
+    assert sm.batch_due("col", DENSE, full_weight=64, delay=1, runs=(run_id,)) == "later"
+    client.delete(keys.due("col", DENSE) + ":later")
+    embed_due(sm, run_id, "b", 3)
+    assert sm.batch_due("col", DENSE, full_weight=64, delay=1, runs=(run_id,)) == "later"  # c is still queued
+    client.delete(keys.due("col", DENSE) + ":later")
+    through(sm, run_id, "a", [(DENSE, "write", (WRITE,), (SPARSE,)), (SPARSE, "write", (WRITE,), (DENSE,)),
+                              (WRITE, "indexed", (), ())])  # a ends: c is admitted
+    assert sm.batch_due("col", DENSE, full_weight=64, delay=1, runs=(run_id,)) == "later"  # c is being fetched
+    client.delete(keys.due("col", DENSE) + ":later")
+    embed_due(sm, run_id, "c", 3)
+    # Nothing of the run can join the embedding queues any more: the batch goes now, not after the delay.
+    assert sm.batch_due("col", DENSE, full_weight=64, delay=1, runs=(run_id,)) == "now"
+    assert sm.batch_due("col", DENSE, full_weight=64, delay=1) == "later"  # without runs, the delay as before
+    # The write waits while b and c are still embedding, and goes now once the last of them is ready.
+    through(sm, run_id, "b", [(DENSE, "write", (WRITE,), (SPARSE,)), (SPARSE, "write", (WRITE,), (DENSE,))])
+    assert sm.batch_due("col", WRITE, full_weight=16, delay=1, runs=(run_id,)) == "later"
+    client.delete(keys.due("col", WRITE) + ":later")
+    through(sm, run_id, "c", [(DENSE, "write", (WRITE,), (SPARSE,)), (SPARSE, "write", (WRITE,), (DENSE,))])
+    assert sm.batch_due("col", WRITE, full_weight=16, delay=1, runs=(run_id,)) == "now"
+    taken, _ = sm.take_batch("col", WRITE, "t-w", max_docs=64)
+    assert sorted(taken) == [(run_id, "b"), (run_id, "c")]
+    assert sm.batch_due("col", WRITE, full_weight=16, delay=1, runs=(run_id,)) is None  # nothing left to send
+
+
 def test_a_batch_document_retried_rejoins_its_queue_after_the_backoff(client):
     run_id = listed_run(client, ["a"])
     sm = machine(client)
