@@ -17,6 +17,8 @@ class DocumentStat:
     # The connector's fingerprint of what is there now (mtime:size, an ETag): the version of the
     # bytes about to be read, which can be newer than the change that asked for them.
     version: str | None = None
+    # What the bytes are when the uri does not say (a web page's Content-Type); None: judged by the uri.
+    mime_type: str | None = None
 
 
 @runtime_checkable
@@ -38,6 +40,20 @@ class Reader(Protocol):
 
 
 @runtime_checkable
+class Discoverer(Protocol):
+    """Finds documents while reading others (a website's links). In the fleet, a full run's listing is
+    only the seeds, and each fetch adds what it discovered, up to max_pages documents and max_depth
+    links away from a seed; what the run never reached is deleted when it finishes."""
+
+    max_pages: int
+    max_depth: int
+
+    def seed_documents(self) -> Iterator[DocumentChange]: ...
+
+    def discovered(self, uri: str) -> list[str]: ...
+
+
+@runtime_checkable
 class EventSource(Protocol):
     """Reports changes as they happen. `on_changes(None)` asks for a full rescan (e.g. a moved directory)."""
 
@@ -46,13 +62,38 @@ class EventSource(Protocol):
 
 ConnectorFactory = Callable[..., Any]
 _REGISTRY: dict[str, ConnectorFactory] = {}
+# URL scheme (s3) -> source kind, for commands given a URL instead of a folder or a source id.
+_SCHEMES: dict[str, str] = {}
 
 
-def register_connector(kind: str, factory: ConnectorFactory) -> None:
-    """Register the factory for a source kind; a kind can be registered once."""
+def register_connector(kind: str, factory: ConnectorFactory, url_schemes: tuple[str, ...] = ()) -> None:
+    """Register the factory for a source kind; a kind (and a URL scheme) can be registered once.
+
+    A kind with URL schemes has a factory with a `from_url(url, source_id=None, **options)` classmethod.
+    """
     if kind in _REGISTRY:
         raise ValueError(f"a connector for source kind {kind!r} is already registered")
+    taken = [s for s in url_schemes if s in _SCHEMES]
+    if taken:
+        raise ValueError(f"URL scheme {taken[0]!r} already belongs to source kind {_SCHEMES[taken[0]]!r}")
     _REGISTRY[kind] = factory
+    _SCHEMES.update({scheme: kind for scheme in url_schemes})
+
+
+def kind_for_url(target: str) -> str | None:
+    """The source kind whose URLs look like `target` (scheme://...), or None."""
+    _load_builtin()
+    scheme, sep, _ = target.partition("://")
+    return _SCHEMES.get(scheme.lower()) if sep else None
+
+
+def build_connector_for_url(url: str, source_id: str | None = None, **options: Any) -> Any:
+    """A connector for a URL such as s3://bucket/prefix."""
+    kind = kind_for_url(url)
+    if kind is None:
+        known = ", ".join(f"{s}://" for s in sorted(_SCHEMES)) or "none"
+        raise ValueError(f"no source kind reads {url.partition('://')[0]}:// URLs (known: {known})")
+    return _REGISTRY[kind].from_url(url, source_id=source_id, **options)
 
 
 def registered_kinds() -> list[str]:
@@ -72,3 +113,4 @@ def build_connector(kind: str, source_id: str, **options: Any) -> Any:
 
 def _load_builtin() -> None:
     import connectors.folder  # noqa: F401  (registers itself)
+    import connectors.web  # noqa: F401

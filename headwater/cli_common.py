@@ -51,17 +51,39 @@ def cli_settings(collection: str | None = None, chroma_path: Path | None = None)
     return load_settings(collection=collection, chroma_path=chroma_path)
 
 
+AllowPrivateAddressesOpt = Annotated[bool, typer.Option(
+    "--allow-private-addresses", help="Web sources: let the crawl reach private, loopback and link-local "
+                                      "addresses (an intranet site); cloud metadata addresses stay refused.")]
+
+
 def resolve_connector(target: str, settings: Settings, source_id: str | None, include: list[str] | None,
-               exclude: list[str] | None) -> Any:
-    """A declared source (headwater.toml) by id, or a folder by path."""
-    from connectors import build_connector
+                      exclude: list[str] | None, **event_options: Any) -> Any:
+    """A declared source (headwater.toml) by id, a source URL (https://HOST/PATH), or a folder by path."""
+    connector = _connector_for(target, settings, source_id, include, exclude,
+                               {k: v for k, v in event_options.items() if v is not None})
+    keep_state_in = getattr(connector, "keep_state_in", None)
+    if keep_state_in is not None:  # a crawl's validators and links, next to the embedded Chroma
+        keep_state_in(settings.chroma_path.parent / "crawl")
+    return connector
+
+
+def _connector_for(target: str, settings: Settings, source_id: str | None, include: list[str] | None,
+                   exclude: list[str] | None, event_options: dict[str, Any]) -> Any:
+    from connectors import build_connector, build_connector_for_url, kind_for_url
     from connectors.folder import DEFAULT_EXCLUDE
 
     declared = settings.source(target)
     if declared is not None:
         if declared.collection:
             settings.collection = declared.collection
-        return build_connector(declared.kind, declared.id, **declared.options)
+        return build_connector(declared.kind, declared.id, **{**declared.options, **event_options})
+    if kind_for_url(target) is not None:
+        return build_connector_for_url(target, source_id, include=include or ["**"], exclude=exclude or [],
+                                       **event_options)
+    if "://" in target:
+        build_connector_for_url(target)  # raises, naming the URL schemes that are known
+    if event_options:
+        raise ConfigurationError(f"--{next(iter(event_options)).replace('_', '-')} is not an option of folder sources")
     path = Path(target).expanduser()
     if not path.is_dir():
         raise ConfigurationError(f"{target} is neither a directory nor a source declared in {settings.config_file}; "

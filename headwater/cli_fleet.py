@@ -35,12 +35,13 @@ def fleet_client(settings: Settings) -> Any:
 
 
 def _queue_full_run(path: str, collection: str | None, source_id: str | None, include: list[str] | None,
-                    exclude: list[str] | None, allow_mass_delete: bool) -> tuple[Any, Any, dict, Any, str]:
+                    exclude: list[str] | None, allow_mass_delete: bool, **event_options: Any) -> tuple[Any, Any, dict, Any, str]:
     from headwater.fleet.context import local_target
     from headwater.fleet.enqueue import enqueue_sync
 
     settings = cli_settings(collection)
-    connector = resolve_connector(path, settings, source_id, include, exclude)  # a declared source may set the collection
+    # A declared source may set the collection.
+    connector = resolve_connector(path, settings, source_id, include, exclude, **event_options)
     fleet = fleet_client(settings)
     target = local_target(settings)
     spec = connector.spec()
@@ -48,10 +49,11 @@ def _queue_full_run(path: str, collection: str | None, source_id: str | None, in
 
 
 def fleet_sync(path: str, collection: str | None, source_id: str | None, include: list[str] | None,
-               exclude: list[str] | None, wait: bool, allow_mass_delete: bool) -> None:
+               exclude: list[str] | None, wait: bool, allow_mass_delete: bool, **options: Any) -> None:
     """Queue a full run; with --wait, follow it and exit 0 (complete), 2 (some documents failed) or 1."""
     try:
-        fleet, _, _, _, run_id = _queue_full_run(path, collection, source_id, include, exclude, allow_mass_delete)
+        fleet, _, _, _, run_id = _queue_full_run(path, collection, source_id, include, exclude, allow_mass_delete,
+                                                 **options)
     except (HeadwaterError, ValueError) as exc:
         fail(exc)
     out.print(f"queued run {run_id}")

@@ -20,7 +20,7 @@ class SourceConfig(BaseModel):
     """A named source declared in headwater.toml ([[sources]]) or added through the HTTP API."""
 
     id: str
-    kind: Literal["folder"]
+    kind: str  # a registered source kind (connectors.registered_kinds()): folder, web
     options: dict[str, Any] = Field(default_factory=dict)
     collection: str | None = None
     # Either, for scheduled reconciliation runs: seconds between runs, or a 5-field cron line (UTC).
@@ -32,6 +32,15 @@ class SourceConfig(BaseModel):
     def _id_is_nonempty(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("source id must not be empty")
+        return value
+
+    @field_validator("kind")
+    @classmethod
+    def _kind_is_registered(cls, value: str) -> str:
+        from connectors import registered_kinds
+
+        if value not in registered_kinds():
+            raise ValueError(f"unknown source kind {value!r}; known kinds: {', '.join(registered_kinds())}")
         return value
 
 

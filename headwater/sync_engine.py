@@ -207,7 +207,7 @@ class SyncEngine:
         settings = self.settings
         try:
             fetched = fetch_document(connector, change.uri, settings.max_document_bytes)
-        except DocumentVanished as exc:
+        except (DocumentVanished, SkippedDocument) as exc:
             return _Item(change, "skip", reason=str(exc))
         except (PermanentDocumentError, RetryableError) as exc:
             return _Item(change, "fail", reason=str(exc))
@@ -225,7 +225,7 @@ class SyncEngine:
             # embedded) again under its new path; its old records go in the same window.
             moved_from = origin
         try:
-            parsed = parse_document(change.uri, data)
+            parsed = parse_document(change.uri, data, fetched.mime_type)
             chunks = self.chunker(parsed, change.uri, settings)
         except SkippedDocument as exc:
             return _Item(change, "skip", reason=str(exc))

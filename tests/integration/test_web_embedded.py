@@ -1,0 +1,162 @@
+"""Website sources in embedded mode, against a real HTTP server on loopback (tests/web_site.py).
+
+The site has a robots.txt with a Disallow and a crawl-delay, a sitemap index with a gzipped child
+sitemap, a redirect, a 404, a link trap, a PDF, a link and a redirect to the cloud metadata
+address, and ETags and Last-Modified on every page. What the crawl did is read from the server's
+request log, never from how long the test took.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from connectors.web import WebConnector
+from connectors.web_state import FileCrawlState
+from tests.documents import write_pdf
+from tests.web_site import Route, Site, gzipped, serve, sitemap_index, urlset
+
+CRAWL_DELAY = 0.3
+NAV = "<nav><ul><li><a href='/'>Home</a></li><li><a href='/guide/intro.html'>Intro</a></li></ul></nav>"
+FOOTER = "<footer>Footer boilerplate: copyright the Example project, all rights reserved.</footer>"
+
+
+def doc_page(title: str, body: str, links: str = "") -> str:
+    return (f"<html><head><title>{title}</title></head><body>{NAV}<main><article><h1>{title}</h1>{body}"
+            f"</article></main>{links}{FOOTER}</body></html>")
+
+
+INTRO = doc_page("Introduction", "<p>Headwater keeps a documentation website in sync with a Chroma collection. "
+                 "It crawls politely and indexes the main content of every page.</p>"
+                 "<h2>Why</h2><ul><li>Recrawls cost only what changed.</li><li>Removed pages are deleted.</li></ul>")
+INSTALL = doc_page("Installation", "<p>Install the package with pip and run the sync command against the site.</p>"
+                   "<pre><code>pip install headwater\nheadwater sync https://docs.example.com/</code></pre>"
+                   "<table><tr><th>option</th><th>default</th></tr><tr><td>delay</td><td>0.5</td></tr></table>")
+
+
+def build_site(site: Site, tmp: Path) -> None:
+    base = site.base
+    site.page("/robots.txt", f"User-agent: *\nDisallow: /private/\nCrawl-delay: {CRAWL_DELAY}\n"
+                             f"Sitemap: {base}/sitemap_index.xml\n", "text/plain")
+    site.page("/sitemap_index.xml", sitemap_index(f"{base}/sitemaps/pages.xml.gz"), "application/xml")
+    site.page("/sitemaps/pages.xml.gz", gzipped(urlset((f"{base}/guide/sitemap-only.html", "2026-11-30"),
+                                                       (f"{base}/private/from-sitemap.html", None))),
+              "application/gzip")
+    links = ("<a href='/guide/intro.html#why'>Intro</a> <a href='guide/install.html?utm_source=nav'>Install</a> "
+             "<a href='/old-upgrade'>Upgrade</a> <a href='/missing.html'>Missing</a> "
+             "<a href='/private/secret.html'>Secret</a> <a href='/trap/loop/'>Trap</a> "
+             "<a href='/files/manual.pdf'>Manual</a> <a href='/to-metadata'>Metadata</a> "
+             "<a href='http://169.254.169.254/latest/meta-data/'>Metadata link</a> "
+             "<a href='https://example.com/elsewhere'>Elsewhere</a>")
+    site.page("/", doc_page("Example docs", "<p>Welcome to the Example project documentation.</p>", links))
+    site.page("/guide/intro.html", INTRO)
+    site.page("/guide/install.html", INSTALL)
+    site.redirect("/old-upgrade", "/guide/upgrade.html")
+    site.page("/guide/upgrade.html", doc_page("Upgrading", "<p>Upgrading between versions keeps the collection; "
+                                                           "re-run the sync after upgrading.</p>"))
+    site.page("/guide/sitemap-only.html", doc_page("Sitemap only", "<p>This page is listed in the sitemap and "
+                                                                   "linked from nowhere, yet it is indexed.</p>"))
+    site.page("/private/secret.html", doc_page("Secret", "<p>Robots.txt keeps crawlers out of here.</p>"))
+    site.page("/private/from-sitemap.html", doc_page("Secret too", "<p>Listed in the sitemap, still disallowed.</p>"))
+    site.page("/files/manual.pdf", write_pdf(tmp / "manual.pdf", [["Operator manual", "Rotate the Chroma token "
+                                                                   "every ninety days."]]).read_bytes(),
+              "application/pdf")
+    site.redirect("/to-metadata", "http://169.254.169.254/latest/meta-data/", 302)
+    # Every page under /trap/ links one level deeper: an endless site unless the crawl sees the pattern.
+    site.generated["/trap/"] = lambda path: Route(doc_page("Trap", "<p>Deeper and deeper.</p>",
+                                                           "<a href='loop/'>deeper</a>").encode())
+
+
+@pytest.fixture
+def site(tmp_path: Path):
+    with serve(Site()) as running:
+        build_site(running, tmp_path)
+        running.clear_log()
+        yield running
+
+
+def web_connector(site: Site, state_dir: Path, **options) -> WebConnector:
+    options = {"allow_private_addresses": True, "allowed_hosts": [f"127.0.0.1:{site.port}", "169.254.169.254"],
+               "timeout_seconds": 5.0, "retries": 1, "delay_seconds": 0.0, **options}
+    connector = WebConnector("docs-site", [site.url("/")], **options)
+    connector.state = FileCrawlState(state_dir, "docs-site")
+    return connector
+
+
+def pages(site: Site) -> set[str]:
+    return {site.url(p) for p in ("/", "/guide/intro.html", "/guide/install.html", "/guide/upgrade.html",
+                                  "/guide/sitemap-only.html", "/files/manual.pdf", "/trap/loop/", "/trap/loop/loop/",
+                                  "/trap/loop/loop/loop/")}
+
+
+def test_crawl_indexes_the_allowed_pages_and_only_them(site: Site, make_harness, tmp_path: Path) -> None:
+    h = make_harness(tmp_path)
+    h.connector = web_connector(site, tmp_path / "crawl")
+    report = h.sync()
+    records = h.records()
+
+    assert set(records) == pages(site)
+    # The redirect is indexed where it leads; robots.txt's Disallow holds for links and sitemap entries alike.
+    assert not site.requests("/private/secret.html") and not site.requests("/private/from-sitemap.html")
+    assert [r.status for r in site.requests("/missing.html")] == [404]
+    assert site.requests("/old-upgrade")[0].status == 301
+    # The trap stops where a path segment repeats a fourth time.
+    assert not any(r.path.count("loop") > 3 for r in site.requests())
+    assert any("repeats" in reason for reason in h.connector.refused.values())
+    # Both ways to the metadata address are refused before any connection, and said so.
+    metadata_link = "http://169.254.169.254/latest/meta-data/"
+    assert "cloud metadata address" in report.failed[metadata_link]
+    assert "cloud metadata address" in report.failed[site.url("/to-metadata")]
+    assert set(report.failed) == {metadata_link, site.url("/to-metadata")}
+
+    # Main content with its structure; navigation and footers dropped; metadata of the page.
+    install = " ".join(m["section"] or "" for m in records[site.url("/guide/install.html")].values())
+    texts = h.store.collection.get(where={"uri": site.url("/guide/install.html")}, include=["documents"])["documents"]
+    joined = "\n".join(texts)
+    assert "pip install headwater" in joined and "delay" in joined
+    assert "Footer boilerplate" not in joined and "Home" not in joined.split("\n\n", 1)[1]
+    assert "Installation" in install or "Installation" in joined
+    metadata = next(iter(records[site.url("/guide/install.html")].values()))
+    assert metadata["doc_version"].startswith("etag:") and metadata["mime_type"] == "text/html"
+    pdf = next(iter(records[site.url("/files/manual.pdf")].values()))
+    assert pdf["mime_type"] == "application/pdf"
+
+    # robots.txt's crawl-delay spaces every request after it (the server's arrival times say so).
+    arrivals = [r.at for r in site.requests()]
+    gaps = [b - a for a, b in zip(arrivals, arrivals[1:])]
+    assert min(gaps) >= CRAWL_DELAY * 0.9, gaps
+    assert all("HeadwaterBot" in r.user_agent for r in site.requests())
+
+
+def test_recrawl_costs_only_what_changed(site: Site, make_harness, tmp_path: Path) -> None:
+    h = make_harness(tmp_path)
+    h.connector = web_connector(site, tmp_path / "crawl")
+    first = h.sync()
+    assert first.chunks_embedded > 0
+
+    # Nothing changed: every page is asked for conditionally and answers 304; nothing is parsed or embedded.
+    site.clear_log()
+    h.connector = web_connector(site, tmp_path / "crawl")
+    again = h.sync()
+    assert again.chunks_embedded == 0 and again.added == again.updated == again.deleted == 0
+    assert again.unchanged == len(pages(site))
+    for url in pages(site):
+        path = url[len(site.base):]
+        assert [(r.status, r.conditional) for r in site.requests(path)] == [(304, True)], path
+
+    # A changed page is re-indexed, a removed one deleted, one that times out is kept.
+    site.page("/guide/intro.html", INTRO.replace("Recrawls cost only what changed.",
+                                                 "Recrawls send conditional requests and re-embed changed chunks."))
+    site.remove("/guide/install.html")
+    site.delay("/guide/sitemap-only.html", 3.0)
+    kept_before = set(h.records()[site.url("/guide/sitemap-only.html")])
+    h.connector = web_connector(site, tmp_path / "crawl", timeout_seconds=0.5, retries=1)
+    changed = h.sync()
+    records = h.records()
+    assert changed.updated == 1 and 0 < changed.chunks_embedded <= 2
+    assert site.url("/guide/install.html") not in records and changed.deleted == 1
+    assert set(records[site.url("/guide/sitemap-only.html")]) == kept_before
+    assert "timed out" in changed.failed[site.url("/guide/sitemap-only.html")]
+    assert any("recrawls send conditional requests" in t.lower() for t in
+               h.store.collection.get(where={"uri": site.url("/guide/intro.html")}, include=["documents"])["documents"])
