@@ -175,6 +175,8 @@ class WebConnector:
         for url in crawl.seeds():
             crawl.offer(url, 0)
         for url, _depth in crawl.frontier.urls:
+            if not self._robots_allow(url):
+                continue
             yield DocumentChange(self.source_id, url, Op.UPSERT, sequence=now_ns())
 
     def discovered(self, uri: str) -> list[str]:
