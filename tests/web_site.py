@@ -30,6 +30,8 @@ class Route:
     location: str | None = None  # for redirects
     delay: float = 0.0  # seconds before answering (a slow or hanging page)
     modified: float = field(default_factory=time.time)
+    # Answers given before the real one, one per request: (status, headers), e.g. a 503 with Retry-After.
+    failures: list[tuple[int, dict[str, str]]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,10 @@ class Site:
     def remove(self, path: str) -> None:
         with self.lock:
             self.routes.pop(path, None)
+
+    def fail_next(self, path: str, status: int, times: int = 1, headers: dict[str, str] | None = None) -> None:
+        with self.lock:
+            self.routes[path].failures.extend([(status, headers or {})] * times)
 
     def delay(self, path: str, seconds: float) -> None:
         with self.lock:
@@ -137,6 +143,10 @@ def _handler(site: Site) -> type[BaseHTTPRequestHandler]:
                 return 404, {"Content-Type": "text/plain"}, b"not found"
             if route.location is not None:
                 return route.status, {"Location": route.location}, b""
+            with site.lock:
+                failure = route.failures.pop(0) if route.failures else None
+            if failure is not None:
+                return failure[0], failure[1], b"failing on purpose"
             etag = '"' + hashlib.sha256(route.body).hexdigest()[:16] + '"'
             modified = email.utils.formatdate(route.modified, usegmt=True)
             headers = {"Content-Type": route.content_type, "ETag": etag, "Last-Modified": modified}
