@@ -8,6 +8,10 @@ request log, never from how long the test took.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -104,3 +108,29 @@ def test_recrawl_costs_only_what_changed(site: Site, make_harness, tmp_path: Pat
     assert "timed out" in changed.failed[site.url("/guide/sitemap-only.html")]
     assert any("recrawls send conditional requests" in t.lower() for t in
                h.store.collection.get(where={"uri": site.url("/guide/intro.html")}, include=["documents"])["documents"])
+
+
+def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "headwater.cli", *args], capture_output=True, text=True,
+                          timeout=240, cwd=cwd, env={**os.environ, "COLUMNS": "200"})
+
+
+@pytest.mark.timeout(400)
+def test_cli_syncs_a_url_and_a_web_source_declared_in_headwater_toml(site: Site, tmp_path: Path) -> None:
+    refused = _run("sync", site.url("/"), "--chroma-path", "store", cwd=tmp_path)
+    assert refused.returncode == 2 and "loopback address" in refused.stdout, refused.stdout + refused.stderr
+    assert site.requests() == []  # refused before any connection
+
+    synced = _run("sync", site.url("/"), "--chroma-path", "store", "--allow-private-addresses", cwd=tmp_path)
+    # The redirect to the metadata address fails (exit 2); the metadata link is on another host, so out of the crawl.
+    assert synced.returncode == 2 and "cloud metadata address" in synced.stdout, synced.stdout + synced.stderr
+    status = json.loads(_run("status", "--chroma-path", "store", "--json", cwd=tmp_path).stdout)
+    assert status[site.url("/")]["documents"] == len(pages(site))
+
+    (tmp_path / "headwater.toml").write_text(
+        '[[sources]]\nid = "docs"\nkind = "web"\ncollection = "docs"\n'
+        f'options = {{ start_urls = ["{site.url("/")}"], include = ["/", "/guide/*"], allow_private_addresses = true }}\n')
+    declared = _run("sync", "docs", "--chroma-path", "store", cwd=tmp_path)
+    assert declared.returncode == 0, declared.stdout + declared.stderr
+    status = json.loads(_run("status", "--chroma-path", "store", "--collection", "docs", "--json", cwd=tmp_path).stdout)
+    assert status["docs"]["documents"] == 4  # the start page and the guide pages it and the sitemap reach
