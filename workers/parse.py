@@ -100,16 +100,16 @@ def _suffix_for(mime_type: str) -> str:
 
 
 def _parse_web_page(uri: str, data: bytes) -> ParsedDocument:
-    """A page's main content (workers.web_content), partitioned as the Markdown it was turned into."""
-    from workers.web_content import main_content
+    """A page's main content (workers.web_content): headings, paragraphs, list items, code and tables."""
+    from workers.web_content import main_content, markdown_blocks
 
     content = main_content(data, uri)
     if content is None:
         raise SkippedDocument("no main content found on the page (navigation or a redirect stub only)")
-    elements = _partition(uri, content.markdown.encode(), ".md")
+    elements = [Element(text=text, kind=kind) for kind, text in markdown_blocks(content.markdown)]
     if not any(e.text.strip() for e in elements):
         raise PermanentDocumentError(_EMPTY_OUTPUT)
-    return ParsedDocument(elements=elements, mime_type="text/html", parser="trafilatura+unstructured")
+    return ParsedDocument(elements=elements, mime_type="text/html", parser="trafilatura")
 
 
 def decode_text(data: bytes, suffix: str) -> str:

@@ -55,3 +55,58 @@ def _front_matter_title(text: str) -> tuple[str | None, str]:
         if line.startswith("title:"):
             title = _PERMALINK.sub("", line[len("title:"):].strip().strip('"')).strip() or None
     return title, text[end + 5:]
+
+
+_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+_ESCAPED = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|>~<])")
+
+
+def markdown_blocks(markdown: str) -> list[tuple[str, str]]:
+    """(kind, text) blocks of trafilatura's Markdown: Title, NarrativeText, ListItem, or Lines (one per
+    line of a code block or table, kept verbatim, as the chunker keeps source lines).
+
+    Read here rather than by a Markdown renderer: code in a page (a `#!` line, `__init__`, `[section]`)
+    must reach the index as written, not as the heading, emphasis or link a renderer would make of it.
+    """
+    blocks: list[tuple[str, str]] = []
+    paragraph: list[str] = []
+
+    def flush() -> None:
+        if paragraph:
+            text = _ESCAPED.sub(r"\1", " ".join(line.strip() for line in paragraph)).strip()
+            if text:
+                blocks.append(("NarrativeText", text))
+            paragraph.clear()
+
+    fence: str | None = None
+    for line in markdown.splitlines():
+        if fence is not None:
+            if line.strip().startswith(fence):
+                fence = None
+                blocks.append(("Lines", ""))  # a blank line ends the block for the chunker
+            else:
+                blocks.append(("Lines", line))
+            continue
+        opening = _FENCE.match(line)
+        if opening:
+            flush()
+            fence = opening.group(1)
+            continue
+        heading = _HEADING.match(line)
+        if heading:
+            flush()
+            blocks.append(("Title", _ESCAPED.sub(r"\1", heading.group(2)).replace("`", "").strip()))
+        elif line.lstrip().startswith("|"):
+            flush()
+            blocks.append(("Lines", _ESCAPED.sub(r"\1", line.strip())))
+        elif _LIST_ITEM.match(line):
+            flush()
+            blocks.append(("ListItem", _ESCAPED.sub(r"\1", line.strip())))
+        elif not line.strip():
+            flush()
+        else:
+            paragraph.append(line)
+    flush()
+    return [(kind, text) for kind, text in blocks if text or kind == "Lines"]
