@@ -18,7 +18,7 @@ import pytest
 
 from connectors.web import WebConnector
 from connectors.web_state import FileCrawlState
-from tests.integration.web_docs_site import CRAWL_DELAY, INTRO, METADATA_LINK, build_site, pages
+from tests.integration.web_docs_site import CRAWL_DELAY, INTRO, METADATA_LINK, assert_paced, build_site, pages
 from tests.web_site import Site, serve
 
 
@@ -71,9 +71,7 @@ def test_crawl_indexes_the_allowed_pages_and_only_them(site: Site, make_harness,
     assert pdf["mime_type"] == "application/pdf"
 
     # robots.txt's crawl-delay spaces every request after it (the server's arrival times say so).
-    arrivals = [r.at for r in site.requests()]
-    gaps = [b - a for a, b in zip(arrivals, arrivals[1:])]
-    assert min(gaps) >= CRAWL_DELAY * 0.9, gaps
+    assert_paced([r.at for r in site.requests()], CRAWL_DELAY)
     assert all("HeadwaterBot" in r.user_agent for r in site.requests())
 
 

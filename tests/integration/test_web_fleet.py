@@ -11,7 +11,7 @@ from connectors.web import WebConnector
 from headwater.fleet.context import local_target
 from headwater.fleet.enqueue import enqueue_sync
 from tests.integration.fleet_harness import FleetProcesses
-from tests.integration.web_docs_site import CRAWL_DELAY, INTRO, METADATA_LINK, build_site, pages
+from tests.integration.web_docs_site import CRAWL_DELAY, INTRO, METADATA_LINK, assert_paced, build_site, pages
 from tests.services import chroma_server, redis_server
 from tests.web_site import Site, serve
 
@@ -60,9 +60,7 @@ def test_fleet_crawl_shares_the_hosts_delay_and_recrawls_only_what_changed(fleet
     # Both workers fetched pages, and together they kept robots.txt's crawl-delay.
     for name in ("worker-a", "worker-b"):
         assert "headwater.fetch_document" in (processes.logs / f"{name}.log").read_text(), name
-    arrivals = [r.at for r in site.requests()]
-    gaps = [b - a for a, b in zip(arrivals, arrivals[1:])]
-    assert min(gaps) >= CRAWL_DELAY * 0.9, gaps
+    assert_paced([r.at for r in site.requests()], CRAWL_DELAY)
 
     # Nothing changed: only 304s for the pages, nothing embedded. (A redirect's target is asked for
     # twice in the fleet: once behind the redirect, once as the document it leads to.)

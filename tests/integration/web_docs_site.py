@@ -61,6 +61,19 @@ def build_site(site: Site, tmp: Path) -> None:
 
 
 
+def assert_paced(arrivals: list[float], delay: float) -> None:
+    """Requests arrived at least `delay` apart on average, and none close together.
+
+    Arrival times carry the server's scheduling jitter (a busy machine delays one arrival and so
+    shortens the next gap), so single gaps are held to half the delay; unpaced requests would
+    arrive milliseconds apart and fail both checks.
+    """
+    gaps = [b - a for a, b in zip(arrivals, arrivals[1:])]
+    assert len(gaps) >= 5, gaps
+    assert (arrivals[-1] - arrivals[0]) / len(gaps) >= delay * 0.9, gaps
+    assert min(gaps) >= delay * 0.5, gaps
+
+
 def pages(site: Site) -> set[str]:
     return {site.url(p) for p in ("/", "/guide/intro.html", "/guide/install.html", "/guide/upgrade.html",
                                   "/guide/sitemap-only.html", "/files/manual.pdf", "/trap/loop/", "/trap/loop/loop/",
