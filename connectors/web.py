@@ -21,7 +21,7 @@ from connectors.web_crawl import Crawl, Visit, Visitor, now_ns
 from connectors.web_fetch import DEFAULT_USER_AGENT, FetchPolicy, Fetcher, HostPacer, LocalPacer
 from connectors.web_state import CrawlState, FileCrawlState, MemoryCrawlState
 from connectors.web_urls import Scope, host_of, normalize
-from headwater.errors import PermanentDocumentError, SkippedDocument
+from headwater.errors import ConfigurationError, PermanentDocumentError, SkippedDocument
 from headwater.models import DocumentChange, Op
 
 log = logging.getLogger(__name__)
@@ -168,6 +168,12 @@ class WebConnector:
             raise FileNotFoundError(uri)
         with open(visit.body_path, "rb") as handle:
             return handle.read(limit)
+
+    def watch(self, on_changes: Any, stop: Any) -> None:
+        """Websites send no change events: a recrawl is how a web source learns what changed."""
+        raise ConfigurationError(
+            f"web source {self.source_id} has no change events to watch; run `headwater sync` again (a recrawl "
+            "costs only what changed), or give the source a schedule in headwater.toml")
 
     # Fleet: the listing seeds the run, each fetch adds what it discovered ------------------------
 

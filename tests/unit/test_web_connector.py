@@ -110,3 +110,24 @@ def test_main_content_keeps_structure_and_drops_navigation_and_footer() -> None:
     assert "Steps" in [e.text for e in parsed.elements if e.is_title]
     assert "headwater rotate --token NEW" in text and "Deploy it to every worker." in text and "ops" in text
     assert "Menu entry" not in text and "Copyright footer" not in text and "Accept all cookies" not in text
+
+
+def test_code_and_table_rows_reach_the_index_verbatim() -> None:
+    from workers.web_content import markdown_blocks
+
+    markdown = ("# `json` — JSON\n\nSee Lib/json/\\_\\_init\\_\\_.py for the source.\n\n- one\n- two\n\n"
+                "```\n#!/usr/bin/env python\nif __name__ == \"__main__\":\n    main([section])\n```\n"
+                "| option | default |\n|---|---|\n| delay | 0.5 |\n## Next\n")
+    assert markdown_blocks(markdown) == [
+        ("Title", "json — JSON"), ("NarrativeText", "See Lib/json/__init__.py for the source."),
+        ("ListItem", "- one"), ("ListItem", "- two"),
+        ("Lines", "#!/usr/bin/env python"), ("Lines", 'if __name__ == "__main__":'), ("Lines", "    main([section])"),
+        ("Lines", ""), ("Lines", "| option | default |"), ("Lines", "|---|---|"), ("Lines", "| delay | 0.5 |"),
+        ("Title", "Next")]
+
+
+def test_watching_a_web_source_says_to_recrawl_instead() -> None:
+    from headwater.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="no change events"):
+        WebConnector("docs", "https://docs.example.com/").watch(lambda changes: None, None)
