@@ -84,6 +84,11 @@ class Robots:
                 self._rules[host] = Protego.parse(text)
             return self._rules[host]
 
+    def known_delay(self, host: str) -> float:
+        """The host's crawl-delay once its robots.txt has been read (0 before: that first request has no gap)."""
+        rules = self._rules.get(host)
+        return float(rules.crawl_delay(self.user_agent) or 0.0) if rules is not None else 0.0
+
     def allowed(self, url: str) -> bool:
         return self.rules(url).can_fetch(url, self.user_agent)
 
@@ -129,9 +134,7 @@ class Visitor:
 
     def delay_for(self, host: str) -> float:
         """The gap between two requests to a host: the source's delay or robots.txt's crawl-delay, the larger."""
-        rules = self.robots._rules.get(host)
-        robots_delay = float(rules.crawl_delay(self.robots.user_agent) or 0.0) if rules is not None else 0.0
-        return max(self.connector.delay_seconds, robots_delay)
+        return max(self.connector.delay_seconds, self.robots.known_delay(host))
 
     def visit(self, url: str, conditional: bool = True) -> Visit:
         state = self.connector.state
@@ -140,23 +143,23 @@ class Visitor:
             if not self.robots.allowed(url):
                 return Visit(url, "skipped", reason="disallowed by robots.txt")
             response = self.fetcher.get(url, self._validators if conditional else None)
+            uri = normalize(response.url) or url
+            if response.redirects:  # where it leads must be in the crawl too
+                refusal = self.connector.refusal(uri) or (None if self.robots.allowed(uri) else "disallowed by robots.txt")
+                if refusal:
+                    return Visit(url, "skipped", reason=f"redirects to {uri} ({refusal})")
+                prior = state.get(uri) if conditional else None
         except RefusedAddress as exc:
             return Visit(url, "failed", uri=url, reason=str(exc))
         except FetchFailed as exc:
             return self._failed(url, prior, f"could not be fetched: {exc}; the indexed copy, if any, is kept")
         except ResponseTooLarge as exc:
             return self._failed(url, prior, str(exc))
-        uri = normalize(response.url) or url
-        if response.redirects:
-            prior = state.get(uri) if conditional else None
-            refusal = self.connector.refusal(uri) or (None if self.robots.allowed(uri) else "disallowed by robots.txt")
-            if refusal:
-                return Visit(url, "skipped", reason=f"redirects to {uri} ({refusal})")
         if response.status == 304 and prior is not None:
             return Visit(url, "not_modified", uri=uri, version=prior.version, mime_type=prior.mime_type,
                          links=list(prior.links), record=prior)
         if response.status in (404, 410):
-            state.drop(url)
+            state.drop(uri)
             return Visit(url, "gone", uri=uri, reason=f"HTTP {response.status}")
         if response.status != 200:
             return self._failed(url, prior, f"HTTP {response.status}; the indexed copy, if any, is kept")
