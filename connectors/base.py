@@ -23,6 +23,8 @@ class DocumentStat:
     # More of what the source knows about the document (a git file's repository, commit, language);
     # every chunk of it carries these keys.
     metadata: dict[str, Any] | None = None
+    # What the bytes are when the uri does not say (a web page's Content-Type); None: judged by the uri.
+    mime_type: str | None = None
 
 
 @runtime_checkable
@@ -41,6 +43,20 @@ class Reader(Protocol):
     def stat(self, uri: str) -> DocumentStat: ...
 
     def read(self, uri: str, limit: int) -> bytes: ...
+
+
+@runtime_checkable
+class Discoverer(Protocol):
+    """Finds documents while reading others (a website's links). In the fleet, a full run's listing is
+    only the seeds, and each fetch adds what it discovered, up to max_pages documents and max_depth
+    links away from a seed; what the run never reached is deleted when it finishes."""
+
+    max_pages: int
+    max_depth: int
+
+    def seed_documents(self) -> Iterator[DocumentChange]: ...
+
+    def discovered(self, uri: str) -> list[str]: ...
 
 
 @runtime_checkable
@@ -102,7 +118,8 @@ def build_connector(kind: str, source_id: str, **options: Any) -> Any:
 
 
 def _load_builtin() -> None:
-    # Each module registers itself on import; boto3 and git are used only when such a source is.
+    # Each module registers itself on import; boto3, git and httpx are used only when such a source is.
     import connectors.folder  # noqa: F401
     import connectors.git  # noqa: F401
     import connectors.s3  # noqa: F401
+    import connectors.web  # noqa: F401

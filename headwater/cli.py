@@ -15,8 +15,9 @@ from rich.text import Text
 
 import headwater.offline  # noqa: F401
 from headwater import cli_fleet, cli_push
-from headwater.cli_common import (AllowMassDeleteOpt, ChromaPathOpt, CollectionOpt, ExcludeOpt, IncludeOpt,
-                                  QueueUrlOpt, SourceIdOpt, announce_dead_letter, print_event_counts, configure_logging, resolve_connector, fail, cli_settings, err, out, stop_on_signals)
+from headwater.cli_common import (AllowMassDeleteOpt, AllowPrivateAddressesOpt, ChromaPathOpt, CollectionOpt, ExcludeOpt,
+                                  IncludeOpt, QueueUrlOpt, SourceIdOpt, announce_dead_letter, print_event_counts,
+                                  configure_logging, resolve_connector, fail, cli_settings, err, out, stop_on_signals)
 from headwater.errors import HeadwaterError
 from headwater.report import SyncReport
 from headwater.settings import load_settings
@@ -107,23 +108,24 @@ def _print_report(report: SyncReport) -> None:
 
 @app.command()
 def sync(path: Annotated[str, typer.Argument(help="A folder, a source id from headwater.toml, or a source URL "
-                                                   "(git+URL[#BRANCH], s3://...).")],
+                                                   "(s3://BUCKET[/PREFIX], git+URL[#BRANCH], https://HOST/PATH).")],
          collection: CollectionOpt = None, chroma_path: ChromaPathOpt = None, source_id: SourceIdOpt = None,
          include: IncludeOpt = None, exclude: ExcludeOpt = None,
          fleet: Annotated[bool, typer.Option("--fleet", help="Queue the sync for the worker fleet.")] = False,
          wait: Annotated[bool, typer.Option("--wait", help="With --fleet: wait for the run to finish.")] = False,
-         allow_mass_delete: AllowMassDeleteOpt = False) -> None:
+         allow_mass_delete: AllowMassDeleteOpt = False, allow_private_addresses: AllowPrivateAddressesOpt = False) -> None:
     """Sync a source once; exits 2 if some documents failed (the others are still indexed)."""
     from headwater.embedded import open_engine
 
+    web_options = {"allow_private_addresses": allow_private_addresses or None}
     if fleet:
         from headwater.cli_fleet import fleet_sync
 
-        fleet_sync(path, collection, source_id, include, exclude, wait, allow_mass_delete)
+        fleet_sync(path, collection, source_id, include, exclude, wait, allow_mass_delete, **web_options)
         return
     try:
         settings = cli_settings(collection, chroma_path)
-        connector = resolve_connector(path, settings, source_id, include, exclude)
+        connector = resolve_connector(path, settings, source_id, include, exclude, **web_options)
         with _progress_bars() as bars, open_engine(settings, _RichProgress(bars)) as engine:
             report = engine.sync(connector, allow_mass_delete=allow_mass_delete)
         _record_cursor(settings, connector)

@@ -53,11 +53,14 @@ def cli_settings(collection: str | None = None, chroma_path: Path | None = None)
 
 QueueUrlOpt = Annotated[Optional[str], typer.Option(
     "--queue-url", help="S3 sources: the SQS queue that receives the bucket's event notifications.")]
+AllowPrivateAddressesOpt = Annotated[bool, typer.Option(
+    "--allow-private-addresses", help="Web sources: let the crawl reach private, loopback and link-local "
+                                      "addresses (an intranet site); cloud metadata addresses stay refused.")]
 
 
 def resolve_connector(target: str, settings: Settings, source_id: str | None, include: list[str] | None,
                       exclude: list[str] | None, **event_options: Any) -> Any:
-    """A declared source (headwater.toml) by id, a source URL (s3://bucket/prefix), or a folder by path.
+    """A declared source (headwater.toml) by id, a source URL (s3://, git+, https://), or a folder by path.
 
     A connector that can check its source (bucket and credentials) does so here, so that a wrong
     name or a refused credential is one clear error before anything starts.
@@ -67,6 +70,9 @@ def resolve_connector(target: str, settings: Settings, source_id: str | None, in
     check = getattr(connector, "check", None)
     if check is not None:
         check()
+    keep_state_in = getattr(connector, "keep_state_in", None)
+    if keep_state_in is not None:  # a crawl's validators and links, next to the embedded Chroma
+        keep_state_in(settings.chroma_path.parent / "crawl")
     return connector
 
 
@@ -86,7 +92,7 @@ def _connector_for(target: str, settings: Settings, source_id: str | None, inclu
     if "://" in target:
         build_connector_for_url(target)  # raises, naming the URL schemes that are known
     if event_options:
-        raise ConfigurationError(f"--{next(iter(event_options)).replace('_', '-')} is for S3 sources, not folders")
+        raise ConfigurationError(f"--{next(iter(event_options)).replace('_', '-')} is not an option of folder sources")
     path = Path(target).expanduser()
     if not path.is_dir():
         raise ConfigurationError(f"{target} is neither a directory nor a source declared in {settings.config_file}; "

@@ -56,10 +56,11 @@ def _queue_full_run(path: str, collection: str | None, source_id: str | None, in
 
 
 def fleet_sync(path: str, collection: str | None, source_id: str | None, include: list[str] | None,
-               exclude: list[str] | None, wait: bool, allow_mass_delete: bool) -> None:
+               exclude: list[str] | None, wait: bool, allow_mass_delete: bool, **options: Any) -> None:
     """Queue a full run; with --wait, follow it and exit 0 (complete), 2 (some documents failed) or 1."""
     try:
-        fleet, _, _, _, run_id = _queue_full_run(path, collection, source_id, include, exclude, allow_mass_delete)
+        fleet, _, _, _, run_id = _queue_full_run(path, collection, source_id, include, exclude, allow_mass_delete,
+                                                 **options)
     except (HeadwaterError, ValueError) as exc:
         fail(exc)
     out.print(f"queued run {run_id}")

@@ -19,6 +19,10 @@ class RetryableError(HeadwaterError):
     """A transient failure (network, 429/5xx, Chroma unavailable): the same work may succeed later."""
 
 
+class DocumentUnchanged(HeadwaterError):
+    """The source says the document is still the version already indexed (an HTTP 304): nothing to read."""
+
+
 class DocumentVanished(HeadwaterError):
     """The document disappeared between listing and reading; it is treated as deleted."""
 

@@ -20,7 +20,7 @@ class SourceConfig(BaseModel):
     """A named source declared in headwater.toml ([[sources]]) or added through the HTTP API."""
 
     id: str
-    kind: str  # a registered source kind (connectors.registered_kinds()): folder, s3
+    kind: str  # a registered source kind (connectors.registered_kinds()): folder, s3, git, web
     options: dict[str, Any] = Field(default_factory=dict)
     collection: str | None = None
     # Either, for scheduled reconciliation runs: seconds between runs, or a 5-field cron line (UTC).

@@ -227,7 +227,7 @@ class SyncEngine:
             # embedded) again under its new path; its old records go in the same window.
             moved_from = origin
         try:
-            parsed = parse_document(change.uri, data)
+            parsed = parse_document(change.uri, data, fetched.mime_type)
             chunks = self.chunker(parsed, change.uri, settings)
         except SkippedDocument as exc:
             return _Item(change, "skip", reason=str(exc))

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from connectors.base import Reader
-from headwater.errors import DocumentVanished, PermanentDocumentError, RetryableError
+from headwater.errors import DocumentUnchanged, DocumentVanished, PermanentDocumentError, RetryableError
 from headwater.ids import bytes_hash
 
 
@@ -19,15 +19,20 @@ class FetchedDocument:
     version: str | None = None  # the connector's fingerprint at read time, when it has one
     url: str | None = None  # the source's own address of the document, when it has one
     metadata: dict[str, Any] | None = None  # the connector's document metadata (connectors.base.DocumentStat)
+    mime_type: str | None = None  # what the connector says the bytes are (a web page's Content-Type)
 
 
-def fetch_document(reader: Reader, uri: str, max_bytes: int) -> FetchedDocument:
+def fetch_document(reader: Reader, uri: str, max_bytes: int, known_version: str | None = None) -> FetchedDocument:
     """Read a document through its connector; raises the typed errors in headwater.errors.
 
     A connector may decline a document (SkippedDocument: over its own size limit, say); that passes through.
+    With `known_version` (what the collection holds), a connector whose stat already says that
+    version is current (a web page answering 304) is not read: DocumentUnchanged.
     """
     try:
         stat = reader.stat(uri)
+        if known_version is not None and stat.version == known_version:
+            raise DocumentUnchanged(f"still version {known_version}")
         if stat.size > max_bytes:
             raise PermanentDocumentError(
                 f"{stat.size / 1048576:.1f} MB is above the {max_bytes / 1048576:.0f} MB limit; raise "
@@ -48,4 +53,4 @@ def fetch_document(reader: Reader, uri: str, max_bytes: int) -> FetchedDocument:
         raise PermanentDocumentError(
             f"larger than the {max_bytes / 1048576:.0f} MB limit; raise HEADWATER_MAX_DOCUMENT_MB or exclude the file")
     return FetchedDocument(uri=uri, data=data, doc_hash=bytes_hash(data), modified_time=stat.modified_time,
-                           version=stat.version, url=stat.url, metadata=stat.metadata)
+                           version=stat.version, url=stat.url, metadata=stat.metadata, mime_type=stat.mime_type)

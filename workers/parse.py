@@ -56,11 +56,17 @@ class ParsedDocument:
     parser: str  # "unstructured" or "text"
 
 
-def parse_document(uri: str, data: bytes) -> ParsedDocument:
-    """Parse one document; raises PermanentDocumentError or SkippedDocument with a reason to show the user."""
+def parse_document(uri: str, data: bytes, mime_type: str | None = None) -> ParsedDocument:
+    """Parse one document; raises PermanentDocumentError or SkippedDocument with a reason to show the user.
+
+    `mime_type` is what the connector says the bytes are (a web page's Content-Type); without it
+    the uri's extension decides. An HTML page served by a website is reduced to its main content.
+    """
     if not data:
         raise SkippedDocument("empty file (0 bytes)")
-    suffix = PurePosixPath(uri).suffix.lower()
+    if mime_type in WEB_PAGE_TYPES:
+        return _parse_web_page(uri, data)
+    suffix = _suffix_for(mime_type) if mime_type else PurePosixPath(uri).suffix.lower()
     if suffix in BINARY_EXTENSIONS:
         raise SkippedDocument(f"binary {suffix} files are not indexed; exclude them to silence this")
     if suffix in UNSTRUCTURED_TYPES:
@@ -80,6 +86,30 @@ def parse_document(uri: str, data: bytes) -> ParsedDocument:
     if not any(e.text.strip() for e in elements):
         raise PermanentDocumentError(_empty_pdf_reason(data) if suffix == ".pdf" else _EMPTY_OUTPUT)
     return ParsedDocument(elements=elements, mime_type=mime, parser=parser)
+
+
+WEB_PAGE_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+_SUFFIX_OF_TYPE = {mime: suffix for suffix, mime in UNSTRUCTURED_TYPES.items() if suffix not in (".markdown", ".htm")}
+
+
+def _suffix_for(mime_type: str) -> str:
+    try:
+        return _SUFFIX_OF_TYPE[mime_type]
+    except KeyError:
+        raise SkippedDocument(f"{mime_type} content is not indexed; exclude the URL to silence this") from None
+
+
+def _parse_web_page(uri: str, data: bytes) -> ParsedDocument:
+    """A page's main content (workers.web_content): headings, paragraphs, list items, code and tables."""
+    from workers.web_content import main_content, markdown_blocks
+
+    content = main_content(data, uri)
+    if content is None:
+        raise SkippedDocument("no main content found on the page (navigation or a redirect stub only)")
+    elements = [Element(text=text, kind=kind) for kind, text in markdown_blocks(content.markdown)]
+    if not any(e.text.strip() for e in elements):
+        raise PermanentDocumentError(_EMPTY_OUTPUT)
+    return ParsedDocument(elements=elements, mime_type="text/html", parser="trafilatura")
 
 
 def decode_text(data: bytes, suffix: str) -> str:
@@ -130,7 +160,7 @@ def _partition(uri: str, data: bytes, suffix: str) -> list[Element]:
         # unstructured's partition_json reads only its own element schema; plain JSON is text.
         kwargs["content_type"] = "text/plain"
     try:
-        raw = partition(file=io.BytesIO(data), metadata_filename=PurePosixPath(uri).name, **kwargs)
+        raw = partition(file=io.BytesIO(data), metadata_filename=_file_name(uri, suffix), **kwargs)
     except (MemoryError, ConfigurationError):
         raise
     except ImportError as exc:  # an installation problem, not a bad document: say how to fix it
@@ -146,6 +176,12 @@ def _partition(uri: str, data: bytes, suffix: str) -> list[Element]:
                 page=getattr(e.metadata, "page_number", None))
         for e in raw if e.text and e.text.strip()
     ]
+
+
+def _file_name(uri: str, suffix: str) -> str:
+    """The name unstructured picks its partitioner by: the uri's, with the format's extension if it lacks it (a URL)."""
+    name = PurePosixPath(uri.split("?", 1)[0]).name
+    return name if name.lower().endswith(suffix) else f"{name or 'page'}{suffix}"
 
 
 def _short(exc: Exception, limit: int = 160) -> str:

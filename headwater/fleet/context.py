@@ -125,7 +125,12 @@ class Fleet:
         from connectors import build_connector
 
         spec = self.runs.spec(run_id)
-        return build_connector(spec["kind"], spec["id"], **spec["options"])
+        shared: dict[str, Any] = {}
+        if spec["kind"] == "web":  # a crawl's page records, robots.txt and host pacing live in Redis
+            from headwater.fleet.crawl import crawl_services
+
+            shared = crawl_services(self.redis, spec["id"])
+        return build_connector(spec["kind"], spec["id"], **spec["options"], **shared)
 
     # Leases ----------------------------------------------------------------------------------
 

@@ -156,7 +156,7 @@ class RunStore:
         pipe = self.redis.pipeline()
         for run_id in stale:
             pipe.delete(*(keys.run(run_id, part) for part in
-                          ("", "source", "docs", "changes", "todo", "active", "gone", "errors", "claims")))
+                          ("", "source", "docs", "changes", "todo", "active", "gone", "errors", "claims", "depth")))
         pipe.zrem(keys.source(source_id, "runs"), *stale)
         pipe.zrem(keys.ALL_RUNS, *stale)
         pipe.execute()

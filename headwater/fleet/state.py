@@ -264,6 +264,37 @@ end
 return {'next', admit(rid, now, queued), maybe_last(rid, now, queued)}
 """
 
+# ARGV: P, member, token, run, parent uri, now, queued, max_pages, max_depth, then (uri, change json) pairs.
+# A crawled document's fetch adds the links it found to the run, while its own lease is held (so the
+# run cannot finish before them): each uri once per run, one link further from a seed than its
+# parent, up to max_depth and max_pages documents; then the window admits what it has room for.
+_DISCOVER = _PRELUDE + """
+local m, token, rid, parent = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local now, queued, max_pages, max_depth = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+if redis.call('HGET', P .. 'lease:holders', m) ~= token then return {'lost'} end
+if not unfinished(rid) then return {'finished'} end
+local depth = tonumber(redis.call('HGET', rk(rid) .. ':depth', parent) or '0') + 1
+local added = 0
+if depth <= max_depth then
+  for i = 10, #ARGV, 2 do
+    local uri = ARGV[i]
+    if redis.call('HEXISTS', rk(rid) .. ':docs', uri) == 0 then
+      if redis.call('HLEN', rk(rid) .. ':docs') >= max_pages then break end
+      redis.call('HSET', rk(rid) .. ':docs', uri, 'queued')
+      redis.call('HSET', rk(rid) .. ':changes', uri, ARGV[i + 1])
+      redis.call('HSET', rk(rid) .. ':depth', uri, depth)
+      redis.call('RPUSH', rk(rid) .. ':todo', uri)
+      added = added + 1
+    end
+  end
+end
+if added > 0 then
+  redis.call('HINCRBY', rk(rid), 'scanned', added)
+  redis.call('HINCRBY', rk(rid), 'queued', added)
+end
+return {'next', admit(rid, now, queued), 0}
+"""
+
 # ARGV: P, member, token, run, status, now — the finish step closes the run.
 _CLOSE = _PRELUDE + """
 local m, token, rid = ARGV[2], ARGV[3], ARGV[4]
@@ -404,6 +435,7 @@ class StateMachine:
         self._start_known, self._close, self._redrive = register(_START_KNOWN), register(_CLOSE), register(_REDRIVE)
         self._take, self._claim_document, self._defer = register(_TAKE), register(_CLAIM_DOCUMENT), register(_DEFER)
         self._schedule = register(_SCHEDULE)
+        self._discover = register(_DISCOVER)
 
     def acquire(self, run_id: str, step: str, uri: str, token: str) -> Moved:
         m = keys.member(run_id, step, uri)
@@ -479,6 +511,13 @@ class StateMachine:
         """Give a held step back to run again in `retry_in` seconds (waiting is not a failure or a lost worker)."""
         m = keys.member(run_id, step, uri)
         return bool(self._defer(args=[keys.PREFIX, m, token, time.time() + retry_in + self.queued]))
+
+    def discover(self, run_id: str, token: str, parent: str, changes: list[tuple[str, str]], max_pages: int,
+                 max_depth: int) -> Moved:
+        """Add documents a held fetch of `parent` discovered to its run: (uri, change JSON) pairs."""
+        pairs = [part for uri, change in changes for part in (uri, change)]
+        return Moved.parse(self._discover(args=[keys.PREFIX, keys.member(run_id, FETCH, parent), token, run_id,
+                                                parent, time.time(), self.queued, max_pages, max_depth, *pairs]))
 
     def expired(self, limit: int = 1000) -> list[str]:
         return [_text(m) for m in self.redis.zrangebyscore(keys.LEASES, "-inf", time.time(), start=0, num=limit)]

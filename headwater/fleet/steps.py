@@ -25,14 +25,15 @@ from headwater import chroma_store as ckeys
 from headwater import outcomes
 from headwater.deletion_guard import check_deletions, likely_deletions
 from headwater.document_plan import DocumentFacts, plan_document, unchanged_by_version
-from headwater.errors import (ConfigurationError, DocumentVanished, ListingError, PermanentDocumentError,
-                              RunDataMissing, SkippedDocument)
+from connectors.base import Discoverer
+from headwater.errors import (ConfigurationError, DocumentUnchanged, DocumentVanished, ListingError,
+                              PermanentDocumentError, RunDataMissing, SkippedDocument)
 from headwater.fleet import batches, keys
 from headwater.fleet.batches import BATCH_TASK, Batch
 from headwater.fleet.context import Fleet
 from headwater.fleet.payloads import pack_dense, unpack_dense
 from headwater.fleet.state import BATCHED_STEPS, DENSE, FETCH, FINISH, LIST, PARSE, SPARSE, WRITE, Commit, Moved
-from headwater.models import Op
+from headwater.models import DocumentChange, Op
 from headwater.observability import metrics
 from headwater.sparse_codec import encode_sparse
 from workers import names
@@ -157,6 +158,11 @@ def _store_listing(fleet: Fleet, run) -> None:  # noqa: ANN001
     """Stream the listing against the manifest: an unchanged document costs its uri, only changed ones are held."""
     connector = fleet.connector(run.id)
     stored = fleet.store(run.target).documents(run.source_id, backfill=True)
+    if isinstance(connector, Discoverer):
+        # Only the seeds are known now; every stored document the run does not reach is gone (see finish).
+        seeds = list(connector.seed_documents())
+        fleet.runs.store_listing(run.id, seeds, [], list(stored), scanned=len(seeds))
+        return
     skipped = {k.decode(): v.decode() for k, v in fleet.redis.hgetall(keys.source(run.source_id, "skipped")).items()}
     listed: set[str] = set()
     todo, unchanged = [], []
@@ -203,16 +209,37 @@ def fetch(fleet: Fleet, run_id: str, uri: str) -> None:
             _to_write_or_end(held, outcomes.removed(run.source_id, uri, stored, outcomes.DELETED),
                              run.target.collection)
             return
+        connector = fleet.connector(run_id)
+        known = stored.doc_version if stored and stored.complete else None
         try:
-            fetched = fetch_document(fleet.connector(run_id), uri, fleet.settings.max_document_bytes)
-        except DocumentVanished:
+            fetched = fetch_document(connector, uri, fleet.settings.max_document_bytes, known_version=known)
+        except Exception as exc:  # noqa: BLE001  (ended below, after the links it found joined the run)
+            fetched, failure = None, exc
+        else:
+            failure = None
+        if isinstance(connector, Discoverer):
+            # A crawled source found links while reading: they join the run before this document
+            # ends, so the run cannot finish before them.
+            found = [(link, json.dumps(DocumentChange(run.source_id, link, Op.UPSERT).to_json()))
+                     for link in connector.discovered(uri)]
+            if found:
+                follow(fleet, run_id, fleet.state.discover(run_id, held.token, uri, found, connector.max_pages,
+                                                           connector.max_depth))
+        if hasattr(connector, "close"):
+            connector.close()  # its HTTP connections and spooled bodies; the bytes were read
+        if isinstance(failure, DocumentUnchanged):  # the source said so without sending the bytes (an HTTP 304)
+            follow(fleet, run_id, held.commit(outcomes.UNCHANGED))
+            return
+        if isinstance(failure, DocumentVanished):
             _to_write_or_end(held, outcomes.removed(run.source_id, uri, stored, outcomes.DELETED),
                              run.target.collection)
             return
-        except SkippedDocument as exc:  # declined by its connector (over the source's own size limit)
-            _to_write_or_end(held, outcomes.removed(run.source_id, uri, stored, outcomes.SKIPPED, str(exc)),
+        if isinstance(failure, SkippedDocument):
+            _to_write_or_end(held, outcomes.removed(run.source_id, uri, stored, outcomes.SKIPPED, str(failure)),
                              run.target.collection)
             return
+        if failure is not None:
+            raise failure
         version = fetched.version or change.version or fetched.doc_hash
         modified_time = fetched.modified_time or change.observed_at
         if stored and stored.complete and stored.doc_hash == fetched.doc_hash:
@@ -222,8 +249,8 @@ def fetch(fleet: Fleet, run_id: str, uri: str) -> None:
         # Stored before the commit: a parse re-driven after this task dies reads them from here.
         fleet.payloads.put_bytes(keys.doc_payload(run_id, uri, "bytes"), fetched.data)
         facts = asdict(DocumentFacts(source_id=run.source_id, uri=uri, doc_version=version, doc_hash=fetched.doc_hash,
-                                     modified_time=modified_time, mime_type="", parser="", url=fetched.url,
-                                     metadata=fetched.metadata))
+                                     modified_time=modified_time, mime_type=fetched.mime_type or "", parser="",
+                                     url=fetched.url, metadata=fetched.metadata))
         fleet.payloads.put_json(keys.doc_payload(run_id, uri, "facts"), facts)
         fleet.crash.reached("fetch.after_payload", uri)
         moved = held.commit("parse", (PARSE,))
@@ -257,7 +284,7 @@ def parse(fleet: Fleet, run_id: str, uri: str, fetched: _Fetched | None = None) 
             store.document_chunks(run.source_id, [uri]).get(uri)
         s = fleet.settings
         try:
-            parsed = parse_document(uri, data)
+            parsed = parse_document(uri, data, facts_json.get("mime_type") or None)
             chunks = chunk_document(parsed, uri, s)
         except SkippedDocument as exc:
             fleet.redis.hset(keys.source(run.source_id, "skipped"), uri, facts_json["doc_version"])
@@ -485,6 +512,13 @@ def finish(fleet: Fleet, run_id: str) -> None:
     def body(held: Held) -> None:
         run = fleet.run(run_id)
         gone = fleet.runs.gone(run_id)
+        if gone:
+            # A crawl's gone list holds every stored document; those it reached are not gone.
+            states = fleet.runs.states(run_id)
+            gone = [uri for uri in gone if states.get(uri) in (None, outcomes.DELETED)]
+            if isinstance(fleet.connector(run_id), Discoverer):
+                reached = sum(1 for state in states.values() if state != outcomes.DELETED)
+                check_deletions(run.source_id, len(gone) + reached, len(gone), reached, run.allow_mass_delete)
         if gone:
             store = fleet.store(run.target)
             stored = store.documents(run.source_id, gone)

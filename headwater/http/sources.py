@@ -168,4 +168,8 @@ def build_source_connector(settings: Settings, config: SourceConfig) -> Any:
         chroma = Path(settings.chroma_path).resolve()
         if chroma == root or root in chroma.parents:
             options["exclude"] = [*options["exclude"], chroma.relative_to(root).as_posix() + "/**"]
-    return build_connector(config.kind, config.id, **options)
+    connector = build_connector(config.kind, config.id, **options)
+    keep_state_in = getattr(connector, "keep_state_in", None)
+    if keep_state_in is not None:  # a web source's validators and links, next to the embedded Chroma
+        keep_state_in(Path(settings.chroma_path).parent / "crawl")
+    return connector

@@ -1,0 +1,209 @@
+"""Websites: a polite crawl for full syncs; conditional requests make a recrawl cost only what changed.
+
+URIs are page URLs (normalised: no fragment, default port, tracking parameters dropped). A full
+pass crawls from the start URLs and the sitemaps (those named in the options and in robots.txt),
+within the allowed hosts, the include/exclude patterns, robots.txt, the depth and the page limit.
+A page that answers 304 is unchanged and never read; 404 and 410 leave it out of the listing, so
+the pass deletes it; a page that could not be loaded is listed as failed, and what was indexed of
+it stays. In the fleet, the listing is only the seeds: each page's fetch adds the links it found
+to the run (`discovered`), so the crawl fans out over the fetch workers.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from connectors.base import DocumentStat, register_connector
+from connectors.web_crawl import Crawl, Visit, Visitor, now_ns
+from connectors.web_fetch import DEFAULT_USER_AGENT, FetchPolicy, Fetcher, HostPacer, LocalPacer
+from connectors.web_state import CrawlState, FileCrawlState, MemoryCrawlState
+from connectors.web_urls import Scope, host_of, normalize
+from headwater.errors import ConfigurationError, PermanentDocumentError, SkippedDocument
+from headwater.models import DocumentChange, Op
+
+log = logging.getLogger(__name__)
+
+KIND = "web"
+
+class WebConnector:
+    """A website: pages reached from the start URLs and sitemaps, within the allowed hosts."""
+
+    kind = KIND
+
+    def __init__(self, source_id: str, start_urls: Sequence[str] | str = (), *, sitemaps: Sequence[str] = (),
+                 include: Sequence[str] = (), exclude: Sequence[str] = (), max_depth: int = 10,
+                 max_pages: int = 10_000, allowed_hosts: Sequence[str] | None = None,
+                 user_agent: str = DEFAULT_USER_AGENT, concurrency: int = 2, delay_seconds: float = 0.5,
+                 allow_private_addresses: bool = False, timeout_seconds: float = 20.0, retries: int = 2,
+                 max_redirects: int = 5, max_document_mb: float = 25.0,
+                 state: CrawlState | None = None, pacer: HostPacer | None = None) -> None:
+        self.source_id = source_id
+        raw = [start_urls] if isinstance(start_urls, str) else list(start_urls)
+        if not raw:
+            raise ValueError(f"web source {source_id!r} needs at least one start URL (options.start_urls)")
+        self.start_urls = []
+        for url in raw:
+            normalised = normalize(url)
+            if normalised is None:
+                raise ValueError(f"{url!r} is not an http(s) URL; start URLs look like https://docs.example.com/")
+            self.start_urls.append(normalised)
+        self.sitemaps = [u for u in (normalize(s) for s in sitemaps) if u]
+        self.include, self.exclude = tuple(include), tuple(exclude)
+        self.hosts = frozenset(h.lower() for h in allowed_hosts) if allowed_hosts else \
+            frozenset(host_of(u) for u in self.start_urls)
+        self.scope = Scope(self.hosts, self.include, self.exclude)
+        if max_depth < 0 or max_pages < 1 or concurrency < 1 or delay_seconds < 0:
+            raise ValueError("max_depth must be >= 0, max_pages and concurrency >= 1, delay_seconds >= 0")
+        self.max_depth, self.max_pages = max_depth, max_pages
+        self.concurrency, self.delay_seconds = concurrency, delay_seconds
+        self.policy = FetchPolicy(user_agent=user_agent, allow_private_addresses=allow_private_addresses,
+                                  timeout_seconds=timeout_seconds, retries=retries, max_redirects=max_redirects,
+                                  max_bytes=int(max_document_mb * 1024 * 1024))
+        self.state: CrawlState = state if state is not None else MemoryCrawlState()
+        self.pacer: HostPacer = pacer or LocalPacer()
+        # URLs left out of the crawl and why (robots.txt, patterns, traps), for reports and tests.
+        self.refused: dict[str, str] = {}
+        self._visits: dict[str, Visit] = {}
+        self._visitor: Visitor | None = None
+
+    @classmethod
+    def from_url(cls, url: str, source_id: str | None = None, **options: Any) -> WebConnector:
+        """`https://HOST/PATH`: a crawl starting there, within its host; the source id defaults to the URL."""
+        start = normalize(url)
+        if start is None:
+            raise ValueError(f"{url} is not an http(s) URL")
+        if list(options.get("include") or []) == ["**"]:
+            options["include"] = ()  # the CLI's "everything" default
+        return cls(source_id or start, [start], **options)
+
+    def keep_state_in(self, directory: Path) -> None:
+        """Embedded mode: remember validators and links across passes in a file under `directory`."""
+        if isinstance(self.state, MemoryCrawlState) and not isinstance(self.state, FileCrawlState):
+            self.state = FileCrawlState(directory, self.source_id)
+
+    def spec(self) -> dict:
+        """What a worker needs to build the same connector (JSON)."""
+        p = self.policy
+        return {"kind": KIND, "id": self.source_id, "options": {
+            "start_urls": self.start_urls, "sitemaps": self.sitemaps, "include": list(self.include),
+            "exclude": list(self.exclude), "max_depth": self.max_depth, "max_pages": self.max_pages,
+            "allowed_hosts": sorted(self.hosts), "user_agent": p.user_agent, "concurrency": self.concurrency,
+            "delay_seconds": self.delay_seconds, "allow_private_addresses": p.allow_private_addresses,
+            "timeout_seconds": p.timeout_seconds, "retries": p.retries, "max_redirects": p.max_redirects,
+            "max_document_mb": p.max_bytes / 1024 / 1024}}
+
+    @property
+    def root(self) -> str:  # what `watch` and progress lines show for a source
+        return self.start_urls[0]
+
+    def refusal(self, url: str) -> str | None:
+        """Why a URL is outside this source (another host, the patterns, a trap), or None."""
+        return self.scope.refusal(url)
+
+    def visitor(self) -> Visitor:
+        if self._visitor is None:
+            fetcher = Fetcher(self.policy, self.pacer)
+            self._visitor = Visitor(self, fetcher)
+            fetcher.delay_for = self._visitor.delay_for
+        return self._visitor
+
+    def close(self) -> None:
+        if self._visitor is not None:
+            self._visitor.close()
+            self._visitor = None
+
+    # Lister: the crawl ---------------------------------------------------------------------------
+
+    def list_documents(self) -> Iterator[DocumentChange]:
+        """Crawl the site; every page fetched or answered 304 is listed, pages that are gone are not."""
+        self._visits.clear()
+        crawl = Crawl(self, self.visitor())
+        for visit, _depth in crawl.run():
+            if visit.kind in ("gone", "skipped"):
+                if visit.kind == "skipped":
+                    self.refused[visit.url] = visit.reason
+                continue
+            uri = visit.uri or visit.url
+            if visit.modified_time is None:  # no Last-Modified: the sitemap's lastmod, if it has one
+                visit.modified_time = crawl.lastmod.get(uri) or crawl.lastmod.get(visit.url)
+            self._visits[uri] = visit
+            version = None if visit.kind == "failed" else visit.version
+            yield DocumentChange(self.source_id, uri, Op.UPSERT, version=version, sequence=now_ns())
+        if hasattr(self.state, "retain"):
+            self.state.retain(crawl.frontier.seen)
+        self.state.save()
+
+    # Reader ------------------------------------------------------------------------------------
+
+    def _visit_of(self, uri: str) -> Visit:
+        visit = self._visits.get(uri)
+        if visit is None:  # not crawled by this connector (a fleet fetch, a live change): fetch it now
+            visit = self._visits[uri] = self.visitor().visit(uri)
+        return visit
+
+    def stat(self, uri: str) -> DocumentStat:
+        visit = self._visit_of(uri)
+        if visit.kind == "gone":
+            raise FileNotFoundError(uri)
+        if visit.kind == "failed":
+            raise PermanentDocumentError(visit.reason)
+        if visit.kind == "skipped":
+            raise SkippedDocument(visit.reason)
+        if visit.uri not in (None, uri):
+            raise FileNotFoundError(uri)  # it redirects: the document is where it leads (see discovered)
+        return DocumentStat(size=visit.size, modified_time=visit.modified_time, version=visit.version,
+                            mime_type=visit.mime_type)
+
+    def read(self, uri: str, limit: int) -> bytes:
+        visit = self._visit_of(uri)
+        if visit.kind == "not_modified":
+            # The collection does not hold what the server says is current (a pass cut short after
+            # the crawl state was saved): fetch it in full.
+            visit = self._visits[uri] = self.visitor().visit(uri, conditional=False)
+            self.stat(uri)  # raises what a failed refetch found
+        if visit.body_path is None:
+            raise FileNotFoundError(uri)
+        with open(visit.body_path, "rb") as handle:
+            return handle.read(limit)
+
+    def watch(self, on_changes: Any, stop: Any) -> None:
+        """Websites send no change events: a recrawl is how a web source learns what changed."""
+        raise ConfigurationError(
+            f"web source {self.source_id} has no change events to watch; run `headwater sync` again (a recrawl "
+            "costs only what changed), or give the source a schedule in headwater.toml")
+
+    # Fleet: the listing seeds the run, each fetch adds what it discovered ------------------------
+
+    def seed_documents(self) -> Iterator[DocumentChange]:
+        """The crawl's first URLs (start URLs and sitemap pages) as a fleet run's listing."""
+        crawl = Crawl(self, self.visitor())
+        for url in crawl.seeds():
+            crawl.offer(url, 0)
+        for url, _depth in crawl.frontier.urls:
+            if not self._robots_allow(url):
+                continue
+            yield DocumentChange(self.source_id, url, Op.UPSERT, sequence=now_ns())
+
+    def discovered(self, uri: str) -> list[str]:
+        """In-scope links of a page this connector fetched (from the last pass when it answered 304 or failed)."""
+        visit = self._visits.get(uri)
+        if visit is None:
+            return []
+        links = list(visit.links)
+        if visit.uri not in (None, uri):
+            links.append(visit.uri)
+        if visit.kind == "page" and visit.canonical and visit.canonical != visit.uri:
+            links.append(visit.canonical)
+        return [link for link in dict.fromkeys(links) if self.refusal(link) is None and self._robots_allow(link)]
+
+    def _robots_allow(self, url: str) -> bool:
+        try:
+            return self.visitor().robots.allowed(url)
+        except Exception:  # noqa: BLE001  (rules unknown now: its own fetch decides and says why)
+            return True
+
+
+register_connector(KIND, WebConnector, url_schemes=("http", "https"))

@@ -1,0 +1,350 @@
+"""One crawl of a website: robots.txt, sitemaps, then pages breadth first, each fetched once and politely.
+
+A page is visited with a conditional request when the crawl state knows its validators. What a
+visit found is kept for the pass (the body spooled to disk), so the pipeline reads a changed page
+without fetching it again, and an unchanged one (304) is never read at all.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import hashlib
+import logging
+import tempfile
+import threading
+import time
+from collections import deque
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from connectors.web_fetch import Fetcher, FetchFailed, Response, ResponseTooLarge, Validators
+from connectors.web_state import PageRecord
+from connectors.web_urls import QueryBudget, RefusedAddress, extract_links, host_of, normalize
+
+if TYPE_CHECKING:
+    from connectors.web import WebConnector
+
+log = logging.getLogger(__name__)
+
+HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+# Documents linked from a site that go through the same parsers as files.
+DOCUMENT_TYPES = frozenset({
+    "application/pdf", "text/plain", "text/markdown", "text/csv", "application/json",
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+})
+
+
+@dataclass
+class Visit:
+    """What fetching one URL found."""
+
+    url: str  # as requested
+    kind: str  # page | not_modified | gone | failed | skipped
+    uri: str | None = None  # the document's URL (after redirects)
+    version: str | None = None
+    mime_type: str | None = None
+    modified_time: float | None = None
+    size: int = 0
+    body_path: Path | None = None
+    links: list[str] = field(default_factory=list)
+    canonical: str | None = None
+    reason: str = ""
+    record: PageRecord | None = None
+
+
+class Robots:
+    """robots.txt of each host, read once per crawl (protego)."""
+
+    def __init__(self, fetcher: Fetcher, user_agent: str, state: Any) -> None:
+        self.fetcher = fetcher
+        self.user_agent = user_agent
+        self.state = state  # where a fleet's fetches share the rules the run's listing read
+        self._rules: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def rules(self, url: str, fresh: bool = False) -> Any:
+        """The parsed robots.txt of the URL's host; raises FetchFailed when the host's rules cannot be known."""
+        from urllib.parse import urlsplit
+
+        from protego import Protego
+
+        host = host_of(url)
+        with self._lock:
+            if host not in self._rules:
+                text = None if fresh else self.state.get_robots(host)
+                if text is None:
+                    scheme = urlsplit(url).scheme
+                    response = self.fetcher.get(f"{scheme}://{host}/robots.txt")
+                    # 4xx: no rules (RFC 9309); 5xx was retried and raised; redirects were followed.
+                    text = response.body.decode("utf-8", "replace") if response.status == 200 else ""
+                    self.state.put_robots(host, text)
+                self._rules[host] = Protego.parse(text)
+            return self._rules[host]
+
+    def known_delay(self, host: str) -> float:
+        """The host's crawl-delay once its robots.txt has been read (0 before: that first request has no gap)."""
+        rules = self._rules.get(host)
+        return float(rules.crawl_delay(self.user_agent) or 0.0) if rules is not None else 0.0
+
+    def allowed(self, url: str) -> bool:
+        return self.rules(url).can_fetch(url, self.user_agent)
+
+    def crawl_delay(self, url: str) -> float:
+        return float(self.rules(url).crawl_delay(self.user_agent) or 0.0)
+
+    def sitemaps(self, url: str) -> list[str]:
+        return list(self.rules(url).sitemaps)
+
+
+def page_version(response: Response) -> str:
+    """The page's fingerprint: its ETag, else its Last-Modified, else the hash of its bytes."""
+    etag = response.headers.get("etag")
+    if etag:
+        return f"etag:{etag}"
+    last_modified = response.headers.get("last-modified")
+    if last_modified:
+        return f"lm:{last_modified}"
+    return "sha256:" + hashlib.sha256(response.body).hexdigest()[:32]
+
+
+def http_time(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return email.utils.parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError):
+        return None
+
+
+class Visitor:
+    """Fetches single URLs for a connector and says what each one is; shared by the crawl and the fleet's fetches."""
+
+    def __init__(self, connector: WebConnector, fetcher: Fetcher) -> None:
+        self.connector = connector
+        self.fetcher = fetcher
+        self.robots = Robots(fetcher, connector.policy.user_agent, connector.state)
+        self._spool = tempfile.TemporaryDirectory(prefix="headwater-web-")
+
+    def close(self) -> None:
+        self.fetcher.close()
+        self._spool.cleanup()
+
+    def delay_for(self, host: str) -> float:
+        """The gap between two requests to a host: the source's delay or robots.txt's crawl-delay, the larger."""
+        return max(self.connector.delay_seconds, self.robots.known_delay(host))
+
+    def visit(self, url: str, conditional: bool = True) -> Visit:
+        state = self.connector.state
+        prior = state.get(url) if conditional else None
+        try:
+            if not self.robots.allowed(url):
+                return Visit(url, "skipped", reason="disallowed by robots.txt")
+            response = self.fetcher.get(url, self._validators if conditional else None)
+            uri = normalize(response.url) or url
+            if response.redirects:  # where it leads must be in the crawl too
+                refusal = self.connector.refusal(uri) or (None if self.robots.allowed(uri) else "disallowed by robots.txt")
+                if refusal:
+                    return Visit(url, "skipped", reason=f"redirects to {uri} ({refusal})")
+                prior = state.get(uri) if conditional else None
+        except RefusedAddress as exc:
+            return Visit(url, "failed", uri=url, reason=str(exc))
+        except FetchFailed as exc:
+            return self._failed(url, prior, f"could not be fetched: {exc}; the indexed copy, if any, is kept")
+        except ResponseTooLarge as exc:
+            return self._failed(url, prior, str(exc))
+        if response.status == 304 and prior is not None:
+            return Visit(url, "not_modified", uri=uri, version=prior.version, mime_type=prior.mime_type,
+                         links=list(prior.links), record=prior)
+        if response.status in (404, 410):
+            state.drop(uri)
+            return Visit(url, "gone", uri=uri, reason=f"HTTP {response.status}")
+        if response.status != 200:
+            return self._failed(url, prior, f"HTTP {response.status}; the indexed copy, if any, is kept")
+        return self._page(url, uri, response)
+
+    def _validators(self, url: str) -> Validators | None:
+        record = self.connector.state.get(normalize(url) or url)
+        return Validators(record.etag, record.last_modified) if record else None
+
+    def _failed(self, url: str, prior: PageRecord | None, reason: str) -> Visit:
+        # Its links from the last pass keep the pages behind it in the crawl.
+        return Visit(url, "failed", uri=url, reason=reason, links=list(prior.links) if prior else [])
+
+    def _page(self, url: str, uri: str, response: Response) -> Visit:
+        mime = response.content_type or "application/octet-stream"
+        links: list[str] = []
+        canonical = None
+        if mime in HTML_TYPES:
+            found = extract_links(response.body, uri)
+            links, canonical = list(found.links), found.canonical
+        elif mime not in DOCUMENT_TYPES:
+            return Visit(url, "skipped", uri=uri, reason=f"{mime} is not indexed")
+        version = page_version(response)
+        record = PageRecord(version=version, etag=response.headers.get("etag"),
+                            last_modified=response.headers.get("last-modified"), links=links, mime_type=mime)
+        self.connector.state.put(uri, record)
+        body_path = Path(self._spool.name) / hashlib.sha256(uri.encode()).hexdigest()
+        body_path.write_bytes(response.body)
+        return Visit(url, "page", uri=uri, version=version, mime_type=mime, size=len(response.body),
+                     modified_time=http_time(response.headers.get("last-modified")), body_path=body_path,
+                     links=links, canonical=canonical, record=record)
+
+
+@dataclass
+class _Frontier:
+    urls: deque = field(default_factory=deque)  # (url, depth)
+    seen: set[str] = field(default_factory=set)
+
+
+class Crawl:
+    """One pass over the site: yields (visit, depth) for every URL fetched, breadth first."""
+
+    def __init__(self, connector: WebConnector, visitor: Visitor) -> None:
+        self.connector = connector
+        self.visitor = visitor
+        self.queries = QueryBudget()
+        self.frontier = _Frontier()
+        self.lastmod: dict[str, float] = {}
+        self.fetched = 0
+
+    def seeds(self) -> list[str]:
+        """Start URLs, then every page the sitemaps list (those of the options and of robots.txt)."""
+        c = self.connector
+        seeds = list(c.start_urls)
+        sitemap_urls = list(c.sitemaps)
+        for start in c.start_urls:
+            try:
+                self.visitor.robots.rules(start, fresh=True)  # a pass reads robots.txt anew
+                sitemap_urls += [u for u in self.visitor.robots.sitemaps(start) if u not in sitemap_urls]
+            except (FetchFailed, RefusedAddress, ResponseTooLarge):
+                pass  # the start URL's own visit fails and says why
+        for page_url, lastmod in read_sitemaps(self.visitor.fetcher, sitemap_urls):
+            url = normalize(page_url)
+            if url and url not in seeds:
+                seeds.append(url)
+                if lastmod is not None:
+                    self.lastmod[url] = lastmod
+        return seeds
+
+    def offer(self, url: str, depth: int) -> None:
+        """Queue a URL if the crawl may and should visit it."""
+        c = self.connector
+        if url in self.frontier.seen or depth > c.max_depth:
+            return
+        refusal = c.refusal(url) or self.queries.refusal(url)
+        if refusal:
+            if refusal != "another host":
+                c.refused[url] = refusal
+            return
+        self.frontier.seen.add(url)
+        self.frontier.urls.append((url, depth))
+
+    def run(self):  # noqa: ANN201  (a generator of (Visit, depth))
+        c = self.connector
+        for url in self.seeds():
+            self.offer(url, 0)
+        workers = max(1, c.concurrency * max(1, len(c.hosts)))
+        pending: dict[Future, int] = {}
+        with ThreadPoolExecutor(workers, thread_name_prefix="headwater-crawl") as pool:
+            try:
+                while self.frontier.urls or pending:
+                    while self.frontier.urls and len(pending) < workers and self.fetched < c.max_pages:
+                        url, depth = self.frontier.urls.popleft()
+                        self.fetched += 1
+                        pending[pool.submit(self.visitor.visit, url)] = depth
+                    if not pending:
+                        break  # the page limit is reached
+                    done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                    for future in done:
+                        depth = pending.pop(future)
+                        visit = future.result()
+                        if visit.uri and visit.uri != visit.url:
+                            if visit.uri in self.frontier.seen and visit.kind in ("page", "not_modified"):
+                                continue  # a redirect to a page the crawl already has
+                            self.frontier.seen.add(visit.uri)
+                        if visit.kind == "page" and visit.canonical and visit.canonical != visit.uri \
+                                and not c.refusal(visit.canonical):
+                            # Another URL is this page's canonical one: index that one, once.
+                            self.offer(visit.canonical, depth)
+                            continue
+                        for link in visit.links:
+                            self.offer(link, depth + 1)
+                        yield visit, depth
+            finally:
+                for future in pending:
+                    future.cancel()
+
+
+def read_sitemaps(fetcher: Fetcher, urls: list[str]) -> list[tuple[str, float | None]]:
+    """Every page of these sitemaps (indexes followed, gzip read) with its lastmod, by ultimate-sitemap-parser."""
+    from usp.fetch_parse import SitemapFetcher
+    from usp.objects.sitemap import InvalidSitemap
+
+    pages: list[tuple[str, float | None]] = []
+    for url in dict.fromkeys(urls):
+        tree = SitemapFetcher(url, recursion_level=0, web_client=_SitemapClient(fetcher)).sitemap()
+        if isinstance(tree, InvalidSitemap):
+            log.warning("sitemap %s could not be read: %s", url, tree.reason)
+            continue
+        for page in tree.all_pages():
+            lastmod = page.last_modified.timestamp() if page.last_modified else None
+            pages.append((page.url, lastmod))
+    return pages
+
+
+def _sitemap_client_classes():  # noqa: ANN202  (usp is imported only when a crawl reads sitemaps)
+    from usp.web_client.abstract_client import (AbstractWebClient, AbstractWebClientSuccessResponse,
+                                                WebClientErrorResponse)
+
+    class Success(AbstractWebClientSuccessResponse):
+        def __init__(self, response: Response) -> None:
+            self._response = response
+
+        def status_code(self) -> int:
+            return self._response.status
+
+        def status_message(self) -> str:
+            return "OK"
+
+        def header(self, case_insensitive_name: str) -> str | None:
+            return self._response.headers.get(case_insensitive_name)
+
+        def raw_data(self) -> bytes:
+            return self._response.body
+
+        def url(self) -> str:
+            return self._response.url
+
+    class Error(WebClientErrorResponse):
+        pass
+
+    class Client(AbstractWebClient):
+        """usp fetches through the crawl's Fetcher: the same address checks, pacing and limits as pages."""
+
+        def __init__(self, fetcher: Fetcher) -> None:
+            self.fetcher = fetcher
+
+        def set_max_response_data_length(self, max_response_data_length: int | None) -> None:
+            pass  # the Fetcher's own limit applies
+
+        def get(self, url: str) -> Any:
+            try:
+                response = self.fetcher.get(url)
+            except (RefusedAddress, FetchFailed, ResponseTooLarge) as exc:
+                return Error(str(exc), retryable=False)
+            if response.status != 200:
+                return Error(f"HTTP {response.status}", retryable=False)
+            return Success(response)
+
+    return Client
+
+
+def _SitemapClient(fetcher: Fetcher) -> Any:  # noqa: N802
+    return _sitemap_client_classes()(fetcher)
+
+
+def now_ns() -> str:
+    return f"{time.time_ns():020d}"

@@ -1,0 +1,89 @@
+"""Website sources in the fleet: the crawl fans out over two workers' fetches that share the host's
+crawl-delay through Redis, against the same real loopback site as the embedded tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from connectors.web import WebConnector
+from headwater.fleet.context import local_target
+from headwater.fleet.enqueue import enqueue_sync
+from tests.integration.fleet_harness import FleetProcesses
+from tests.integration.web_docs_site import CRAWL_DELAY, INTRO, METADATA_LINK, assert_paced, build_site, pages
+from tests.services import chroma_server, redis_server
+from tests.web_site import Site, serve
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+
+
+@pytest.fixture(scope="module")
+def fleet_processes(tmp_path_factory):
+    root = tmp_path_factory.mktemp("web-fleet")
+    with redis_server(root) as redis_url, chroma_server(root) as (host, port):
+        processes = FleetProcesses(redis_url, host, port, root)
+        processes.start_worker("worker-a")
+        processes.start_worker("worker-b")
+        processes.start_beat()
+        try:
+            yield processes
+        finally:
+            processes.stop()
+
+
+@pytest.fixture
+def site(tmp_path: Path):
+    with serve(Site()) as running:
+        build_site(running, tmp_path)
+        running.clear_log()
+        yield running
+
+
+def crawl(processes: FleetProcesses, site: Site, collection: str, **options):  # noqa: ANN201
+    options = {"allow_private_addresses": True, "allowed_hosts": [f"127.0.0.1:{site.port}", "169.254.169.254"],
+               "timeout_seconds": 5.0, "retries": 1, "delay_seconds": 0.0, **options}
+    fleet = processes.client(collection)
+    spec = WebConnector("docs-site", [site.url("/")], **options).spec()
+    run = processes.wait_for_run(fleet, enqueue_sync(fleet, spec, local_target(fleet.settings)))
+    return run
+
+
+def test_fleet_crawl_shares_the_hosts_delay_and_recrawls_only_what_changed(fleet_processes, site: Site) -> None:
+    processes, collection = fleet_processes, "web-fleet"
+    first = crawl(processes, site, collection)
+    assert processes.documents(collection) == pages(site)
+    assert set(first.errors) == {METADATA_LINK, site.url("/to-metadata")}
+    assert all("cloud metadata address" in reason for reason in first.errors.values())
+    assert not site.requests("/private/secret.html") and not site.requests("/private/from-sitemap.html")
+    assert not any(r.path.count("loop") > 3 for r in site.requests())
+    # Both workers fetched pages, and together they kept robots.txt's crawl-delay.
+    for name in ("worker-a", "worker-b"):
+        assert "headwater.fetch_document" in (processes.logs / f"{name}.log").read_text(), name
+    assert_paced([r.at for r in site.requests()], CRAWL_DELAY)
+
+    # Nothing changed: only 304s for the pages, nothing embedded. (A redirect's target is asked for
+    # twice in the fleet: once behind the redirect, once as the document it leads to.)
+    embedded = processes.embedded_texts()
+    site.clear_log()
+    again = crawl(processes, site, collection)
+    assert processes.embedded_texts() == embedded
+    assert again.counters["unchanged"] == len(pages(site)) and again.counters["indexed"] == 0
+    for url in pages(site):
+        path = url[len(site.base):]
+        asked = [(r.status, r.conditional) for r in site.requests(path)]
+        assert asked and set(asked) == {(304, True)}, path
+
+    # A changed page is re-indexed, a removed one deleted, one that times out is kept.
+    site.page("/guide/intro.html", INTRO.replace("Recrawls cost only what changed.", "Recrawls in the fleet too."))
+    site.remove("/guide/install.html")
+    site.delay("/guide/sitemap-only.html", 3.0)
+    kept = {i for i, (_, m) in processes.records(collection).items() if m["uri"] == site.url("/guide/sitemap-only.html")}
+    third = crawl(processes, site, collection, timeout_seconds=0.5, retries=1)
+    records = processes.records(collection)
+    assert third.counters["indexed"] == 1
+    assert site.url("/guide/install.html") not in {m["uri"] for _, m in records.values()}
+    assert {i for i, (_, m) in records.items() if m["uri"] == site.url("/guide/sitemap-only.html")} == kept
+    assert "timed out" in third.errors[site.url("/guide/sitemap-only.html")]
+    assert any("Recrawls in the fleet too." in text for text, m in records.values()
+               if m["uri"] == site.url("/guide/intro.html"))
