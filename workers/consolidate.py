@@ -159,3 +159,8 @@ def data_collections(client: Any) -> list[str]:
         if DENSE_MODEL_KEY in metadata:
             out.append(name)
     return sorted(out)
+
+
+def consolidation_trigger(redis: Any, send: Callable[..., None], collection: str) -> ConsolidationTrigger:
+    """The fleet's observer for one collection, with the configured debounce."""
+    return ConsolidationTrigger(redis, send, collection, ConsolidationSettings().debounce_seconds)

@@ -17,6 +17,7 @@ class ConsolidationSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="HEADWATER_CONSOLIDATE_", extra="ignore")
 
     knowledge_collection: str | None = None  # default: <collection>__knowledge
+    after_sync: bool = False  # embedded: a pass after each `headwater sync` that changed something
     # Stage 1.
     minhash_threshold: float = 0.8
     dense_copy_threshold: float = 0.95

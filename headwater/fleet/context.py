@@ -88,6 +88,9 @@ class Fleet:
                     settings, fleet=True, dense_model=target.dense_model, sparse_model=target.sparse_model)
                 if not store.cloud:  # searchers follow the log to keep their sparse index current
                     store.observers.append(WriteLog(self.redis, target.collection))
+                from workers.consolidate import consolidation_trigger  # writes schedule consolidation passes
+
+                store.observers.append(consolidation_trigger(self.redis, self.send, target.collection))
                 self._stores[target.collection] = store
             return self._stores[target.collection]
 
