@@ -122,3 +122,19 @@ def test_cli_dry_run_table_then_pass_then_knowledge_query(tmp_path):
     assert found.returncode == 0, found.stderr[-2000:]
     hits = json.loads(found.stdout)
     assert hits[0]["decision"] == "duplicate" and sorted(hits[0]["uris"]) == ["docs/it/vpn-setup.md", "handbook/vpn.md"]
+
+    # The HTTP app shows the decisions with their provenance (API with the token, dashboard with a session).
+    import httpx
+
+    from tests.integration.http_harness import TOKEN, ServeProcess
+
+    with ServeProcess(tmp_path, {"HEADWATER_CHROMA_PATH": str(tmp_path / "store"), "HEADWATER_COLLECTION": "corpus"}) as serve:
+        assert serve.anonymous.get("/api/v1/knowledge").status_code == 401
+        view = serve.api.get("/api/v1/knowledge").json()
+        assert view["knowledge_collection"] == "corpus__knowledge" and len(view["records"]) == 2
+        assert {tuple(sorted(r["uris"])) for r in view["records"]} >= {("docs/it/vpn-setup.md", "handbook/vpn.md")}
+        assert all(r["decision"] == "duplicate" and len(r["chunk_ids"]) == 2 for r in view["records"])
+        with httpx.Client(base_url=serve.url, timeout=60) as browser:
+            browser.post("/admin/login", data={"token": TOKEN, "next": "/admin"}, follow_redirects=False)
+            page = browser.get("/admin/knowledge")
+            assert page.status_code == 200 and "vpn-setup.md" in page.text and "duplicate" in page.text
