@@ -9,9 +9,11 @@ timed alone; the sync that builds the corpus is not part of the figure.
 
 Reported: chunks, stage-1 wall and CPU seconds, chunks/s (wall and per CPU second), candidate
 pairs, the share settled without the LLM, pairs left for the LLM, copy groups, and the peak RSS
-growth of the pass. The load average is printed next to the figures: the machine is shared.
+growth of the pass. The corpus is source code, which stage 2 leaves out by default (copies only),
+so a last run reads it as prose (`code_to_llm`) to show how many pairs the LLM would get there.
+The load average is printed next to the figures: the machine is shared.
 
-Run: ``python -m bench.consolidate [--packages json,email,http] [--mirror json] [--repeat 3] [--keep]``
+Run: ``python -m bench.consolidate [--packages ...] [--mirror json,http] [--repeat 3] [--keep | --reuse DIR]``
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ def main() -> None:
     parser.add_argument("--mirror", default="json,http", help="packages copied a second time under mirror/")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--reuse", type=Path, help="a directory a --keep run left: skips building the corpus")
     args = parser.parse_args()
 
     from connectors.folder import FolderConnector
@@ -45,12 +48,15 @@ def main() -> None:
     from headwater.embedded import open_engine
     from headwater.settings import Settings
 
-    with scratch_directory("hw-consolidate-bench-", args.keep) as base:
+    with scratch_directory("hw-consolidate-bench-", args.keep or bool(args.reuse)) as base:
+        if args.reuse:
+            base = args.reuse
         corpus = base / "corpus"
-        files, size = copy_packages(corpus, tuple(args.packages.split(",")))
-        for package in filter(None, args.mirror.split(",")):
-            shutil.copytree(corpus / package, corpus / "mirror" / package)
-            files += sum(1 for _ in (corpus / "mirror" / package).rglob("*.py"))
+        if not args.reuse:
+            copy_packages(corpus, tuple(args.packages.split(",")))
+            for package in filter(None, args.mirror.split(",")):
+                shutil.copytree(corpus / package, corpus / "mirror" / package)
+        files = sum(1 for _ in corpus.rglob("*.py"))
         settings = Settings(chroma_path=base / "chroma", collection="stdlib")
         started = time.perf_counter()
         with open_engine(settings) as engine:
@@ -58,8 +64,12 @@ def main() -> None:
             collection = engine.store.collection
             print(f"corpus: {files} files, {report.chunks_written} chunks, synced in "
                   f"{time.perf_counter() - started:.0f} s ({load()})")
-            thresholds = ConsolidationSettings().thresholds()
-            for run in range(args.repeat):
+            default = ConsolidationSettings().thresholds()
+            # The same corpus read as if it were prose: similar functions sent to the LLM too.
+            as_prose = ConsolidationSettings(code_to_llm=True).thresholds()
+            for run, thresholds in enumerate([default] * args.repeat + [as_prose]):
+                if thresholds is as_prose:
+                    print("with HEADWATER_CONSOLIDATE_CODE_TO_LLM=true (code pairs to the LLM, as prose):")
                 rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
                 cpu, wall = time.process_time(), time.perf_counter()
                 found = find_candidates(collection, thresholds)
@@ -73,6 +83,11 @@ def main() -> None:
                       f"({share:.1%}), {len(found.ambiguous)} pairs for the LLM; {len(found.clusters)} copy groups "
                       f"holding {sum(len(c.members) for c in found.clusters)} chunks; peak RSS +{rss_growth:.0f} MB "
                       f"({load()})")
+            bands = [0.70, 0.75, 0.80, 0.85, 0.90, 0.95, 1.01]
+            counts = [sum(lo <= p.similarity < hi for p in found.ambiguous) for lo, hi in zip(bands, bands[1:])]
+            print("pairs for the LLM by similarity: " + ", ".join(
+                f"[{lo:.2f}, {min(hi, 1.0):.2f}): {n}" for lo, hi, n in zip(bands, bands[1:], counts))
+                + "; found by " + ", ".join(f"{m} {sum(p.found_by == m for p in found.ambiguous)}" for m in ("dense", "minhash")))
 
 
 if __name__ == "__main__":

@@ -52,13 +52,13 @@ the next salary. This version replaces the earlier policy.
 
 _WIFI_NAME = """# Office Wi-Fi
 
-The office Wi-Fi network for staff is called Headquarters-Staff. Connect with your company
-account; visitors use the separate Headquarters-Guest network, which reaches the internet only.
+To join the office Wi-Fi, pick the network called Headquarters-Staff and sign in with your company
+account. Visitors join the separate Headquarters-Guest Wi-Fi network, which reaches the internet only.
 """
-_WIFI_PASSWORD = """# Office Wi-Fi access
+_WIFI_PASSWORD = """# Office Wi-Fi
 
-The password of the office Wi-Fi network changes every month. The current password is posted on
-the intranet front page, and the reception desk can print it for visitors who need the guest network.
+To join the office Wi-Fi as a visitor, ask the reception desk for the guest password. The guest
+Wi-Fi password changes every month and is posted on the intranet front page.
 """
 
 _HOURS_A = """# Office opening hours

@@ -21,8 +21,10 @@ class ConsolidationSettings(BaseSettings):
     # Stage 1.
     minhash_threshold: float = 0.8
     dense_copy_threshold: float = 0.95
-    dense_related_threshold: float = 0.70
+    dense_related_threshold: float = 0.75
     neighbours: int = 8
+    llm_pairs_per_chunk: int = 3
+    code_to_llm: bool = False
     # Stage 2: an OpenAI-compatible endpoint when llm_url is set, else a GGUF model in process.
     llm_url: str | None = None  # e.g. http://127.0.0.1:8080/v1
     llm_model: str = "default"
@@ -40,7 +42,8 @@ class ConsolidationSettings(BaseSettings):
 
     def thresholds(self) -> Thresholds:
         return Thresholds(minhash=self.minhash_threshold, dense_copy=self.dense_copy_threshold,
-                          dense_related=self.dense_related_threshold, neighbours=self.neighbours)
+                          dense_related=self.dense_related_threshold, neighbours=self.neighbours,
+                          llm_pairs_per_chunk=self.llm_pairs_per_chunk, code_to_llm=self.code_to_llm)
 
     def knowledge_name(self, collection: str) -> str:
         return self.knowledge_collection or collection + KNOWLEDGE_SUFFIX

@@ -14,15 +14,19 @@ LLM, once per pair of clusters.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 from typing import Any
 
 from headwater.chroma_store import CONTENT_HASH, DOC_VERSION, SOURCE_ID, URI
 from headwater.consolidation import text as texts
 from headwater.consolidation.knowledge import KNOWLEDGE_IDS
+from workers.code_chunks import _GRAMMARS
 
 PAGE = 500
+CODE_SUFFIXES = frozenset(_GRAMMARS)
 EXACT, MINHASH, DENSE = "exact", "minhash", "dense"
 
 
@@ -30,7 +34,9 @@ EXACT, MINHASH, DENSE = "exact", "minhash", "dense"
 class Thresholds:
     minhash: float = 0.8  # estimated Jaccard of word 3-shingles at or above which two texts are near copies
     dense_copy: float = 0.95  # cosine similarity at or above which two chunks are copies
-    dense_related: float = 0.70  # cosine similarity from which a pair is worth asking the LLM about
+    dense_related: float = 0.75  # cosine similarity from which a pair is worth asking the LLM about
+    llm_pairs_per_chunk: int = 3  # a chunk's most similar related pairs that go to the LLM; the rest are settled here
+    code_to_llm: bool = False  # source code is consolidated as copies only: two similar functions are not one fact
     neighbours: int = 8  # dense neighbours looked at per chunk
     num_perm: int = 128  # MinHash permutations: 128 integers per chunk (an estimate within ~0.03)
 
@@ -47,6 +53,8 @@ class ChunkRef:
     normalised_hash: str
     numbers: tuple[str, ...]
     knowledge: tuple[str, ...] = ()  # the knowledge records it points to now
+    code: bool = False  # a source file chunked along its syntax
+
 
     @property
     def document(self) -> tuple[str, str]:
@@ -161,7 +169,8 @@ def find_candidates(collection: Any, thresholds: Thresholds = Thresholds(), page
             ref = ChunkRef(record_id, str(metadata.get(SOURCE_ID, "")), str(metadata.get(URI, "")),
                            str(metadata.get(DOC_VERSION, "")), str(metadata.get(CONTENT_HASH, "")),
                            texts.normalised_hash(document), texts.numbers(document),
-                           tuple(metadata.get(KNOWLEDGE_IDS) or ()))
+                           tuple(metadata.get(KNOWLEDGE_IDS) or ()),
+                           PurePosixPath(str(metadata.get(URI, ""))).suffix.lower() in CODE_SUFFIXES)
             chunks[record_id] = ref
             if not normalised:
                 continue
@@ -201,14 +210,23 @@ def find_candidates(collection: Any, thresholds: Thresholds = Thresholds(), page
 
     clusters = _clusters(groups)
     ambiguous: dict[tuple[str, str], Pair] = {}
-    for (a, b), (similarity, found_by) in related.items():
+    per_group: Counter[str] = Counter()
+    sent_pairs = 0
+    # Most similar first: each group's closest relations are the ones worth an LLM call.
+    for (a, b), (similarity, found_by) in sorted(related.items(), key=lambda item: (-item[1][0], item[0])):
         ra, rb = groups.find(a), groups.find(b)
         if ra == rb:
             continue  # the two ended up copies of each other after all
+        if not thresholds.code_to_llm and (chunks[a].code or chunks[b].code):
+            continue
         key = (ra, rb) if ra < rb else (rb, ra)
-        if key not in ambiguous or ambiguous[key].similarity < similarity:
+        if key not in ambiguous:
+            if max(per_group[ra], per_group[rb]) >= thresholds.llm_pairs_per_chunk:
+                continue
+            per_group[ra] += 1
+            per_group[rb] += 1
             ambiguous[key] = Pair(key[0], key[1], similarity, found_by)
-    sent_pairs = sum(1 for a, b in related if groups.find(a) != groups.find(b))
+        sent_pairs += 1
     return Stage1Result(chunks, clusters, sorted(ambiguous.values(), key=lambda p: (p.a, p.b)),
                         len(candidates), len(candidates) - sent_pairs)
 
