@@ -19,6 +19,7 @@ Run: ``python -m bench.consolidate [--packages ...] [--mirror json,http] [--repe
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import resource
 import shutil
@@ -48,9 +49,8 @@ def main() -> None:
     from headwater.embedded import open_engine
     from headwater.settings import Settings
 
-    with scratch_directory("hw-consolidate-bench-", args.keep or bool(args.reuse)) as base:
-        if args.reuse:
-            base = args.reuse
+    reuse = contextlib.nullcontext(args.reuse) if args.reuse else scratch_directory("hw-consolidate-bench-", args.keep)
+    with reuse as base:
         corpus = base / "corpus"
         if not args.reuse:
             copy_packages(corpus, tuple(args.packages.split(",")))
@@ -62,7 +62,7 @@ def main() -> None:
         with open_engine(settings) as engine:
             report = engine.sync(FolderConnector("stdlib", corpus))
             collection = engine.store.collection
-            print(f"corpus: {files} files, {report.chunks_written} chunks, synced in "
+            print(f"corpus: {files} files, {collection.count()} chunks, synced in "
                   f"{time.perf_counter() - started:.0f} s ({load()})")
             default = ConsolidationSettings().thresholds()
             # The same corpus read as if it were prose: similar functions sent to the LLM too.
