@@ -26,8 +26,8 @@ class Decision(BaseModel):
     decision: Verdict
     newer: Literal["A", "B", "none"] = Field(
         description="with supersedes: the passage that replaces the other; otherwise none")
-    merged_text: str = Field(description="with complementary: one text holding both passages' facts; otherwise empty")
-    reason: str = Field(min_length=1, max_length=400, description="one sentence")
+    merged_text: str = Field(max_length=1500, description="with complementary: one text holding both passages' facts; otherwise empty")
+    reason: str = Field(min_length=1, max_length=300, description="one sentence")
 
     @model_validator(mode="after")
     def _consistent(self) -> Decision:
@@ -45,8 +45,8 @@ def decision_schema() -> dict:
         "properties": {
             "decision": {"type": "string", "enum": list(VERDICTS)},
             "newer": {"type": "string", "enum": ["A", "B", "none"]},
-            "merged_text": {"type": "string"},
-            "reason": {"type": "string"},
+            "merged_text": {"type": "string", "maxLength": 1500},
+            "reason": {"type": "string", "maxLength": 300},
         },
         "required": ["decision", "newer", "merged_text", "reason"],
         "additionalProperties": False,

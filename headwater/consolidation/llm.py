@@ -38,7 +38,7 @@ class Backend(Protocol):
     model: str
     concurrency: int
 
-    def complete(self, messages: list[dict[str, str]], schema: dict) -> Completion: ...
+    def complete(self, messages: list[dict[str, str]], schema: dict, temperature: float = 0.0) -> Completion: ...
 
 
 class TransientError(RuntimeError):
@@ -67,10 +67,10 @@ class OpenAICompatible:
             return {"type": "json_object", "schema": schema}
         return {"type": "json_schema", "json_schema": {"name": "decision", "schema": schema, "strict": True}}
 
-    def complete(self, messages: list[dict[str, str]], schema: dict) -> Completion:
+    def complete(self, messages: list[dict[str, str]], schema: dict, temperature: float = 0.0) -> Completion:
         import httpx
 
-        body = {"model": self.model, "messages": messages, "temperature": 0, "max_tokens": self.max_tokens,
+        body = {"model": self.model, "messages": messages, "temperature": temperature, "max_tokens": self.max_tokens,
                 "response_format": self.response_format(schema)}
         try:
             response = self.client.post(self.url, json=body)
@@ -108,10 +108,10 @@ class LlamaCpp:
         self._lock = threading.Lock()
         self.llama = Llama(model_path=str(model_path), n_ctx=n_ctx, n_threads=threads or None, verbose=False, seed=0)
 
-    def complete(self, messages: list[dict[str, str]], schema: dict) -> Completion:
+    def complete(self, messages: list[dict[str, str]], schema: dict, temperature: float = 0.0) -> Completion:
         with self._lock:
             out = self.llama.create_chat_completion(
-                messages=messages, temperature=0, max_tokens=self.max_tokens,
+                messages=messages, temperature=temperature, max_tokens=self.max_tokens,
                 response_format={"type": "json_object", "schema": schema})
         usage = out.get("usage") or {}
         return Completion(out["choices"][0]["message"].get("content") or "",
@@ -192,7 +192,8 @@ class Runner:
             if self.over_budget():
                 return Asked(key, None, "not asked: the run's token budget is spent", attempt)
             try:
-                completion = self.backend.complete(messages, schema)
+                # Greedy first; a retry after a malformed answer samples a little, or it would repeat itself.
+                completion = self.backend.complete(messages, schema, temperature=0.0 if not problem.startswith("malformed") else 0.4)
             except TransientError as exc:
                 problem = str(exc)
                 time.sleep(self.backoff(attempt))

@@ -137,3 +137,9 @@ def test_copies_compare_without_header_case_or_punctuation():
     assert text.normalised_hash(a) == text.normalised_hash(b)
     assert text.numbers("Open 8 am to 6 pm, since 2024-05-01") == ("8", "6", "2024", "05", "01")
     assert text.body("no header here\n\nsecond paragraph") == "no header here\n\nsecond paragraph"
+
+
+def test_a_retry_after_a_malformed_answer_samples_instead_of_repeating(serve):
+    server = serve([(200, "nope"), (200, json.dumps(GOOD))])
+    _runner(server).ask_all([("pair", QUESTION)])
+    assert [body["temperature"] for _, _, body in server.requests] == [0.0, 0.4]
