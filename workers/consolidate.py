@@ -161,6 +161,9 @@ def data_collections(client: Any) -> list[str]:
     return sorted(out)
 
 
-def consolidation_trigger(redis: Any, send: Callable[..., None], collection: str) -> ConsolidationTrigger:
-    """The fleet's observer for one collection, with the configured debounce."""
-    return ConsolidationTrigger(redis, send, collection, ConsolidationSettings().debounce_seconds)
+def consolidation_trigger(redis: Any, send: Callable[..., None], collection: str) -> Callable[..., None]:
+    """The fleet's observer for one collection, with the configured debounce (a no-op when turned off)."""
+    config = ConsolidationSettings()
+    if not config.on_write:
+        return lambda operation, ids, metadatas: None
+    return ConsolidationTrigger(redis, send, collection, config.debounce_seconds)

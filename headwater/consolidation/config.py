@@ -36,7 +36,9 @@ class ConsolidationSettings(BaseSettings):
     llm_retries: int = 2
     llm_max_tokens: int = 400
     token_budget: int | None = None  # tokens one run may spend; unset: no limit
-    # Fleet: how long writes are gathered before one consolidation pass of their collection runs.
+    # Fleet: whether writes schedule passes (the beat sweep runs either way), and how long writes are
+    # gathered before one pass of their collection runs.
+    on_write: bool = True
     debounce_seconds: float = 30.0
     sweep_interval_seconds: float = 3600.0
 

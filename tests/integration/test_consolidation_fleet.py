@@ -25,7 +25,7 @@ COLLECTION = "consolidated"
 def fleet(tmp_path):
     with redis_server(tmp_path) as redis_url, chroma_server(tmp_path) as (host, port):
         processes = FleetProcesses(redis_url, host, port, tmp_path, timing={
-            **TEST_TIMING, "HEADWATER_CONSOLIDATE_DEBOUNCE_SECONDS": "1",
+            **TEST_TIMING, "HEADWATER_CONSOLIDATE_ON_WRITE": "true", "HEADWATER_CONSOLIDATE_DEBOUNCE_SECONDS": "1",
             # An endpoint nobody listens on: the three ambiguous pairs stay undecided; copies need no LLM.
             "HEADWATER_CONSOLIDATE_LLM_URL": "http://127.0.0.1:9/v1", "HEADWATER_CONSOLIDATE_LLM_RETRIES": "0"})
         processes.start_fleet()
