@@ -138,3 +138,13 @@ def test_cli_dry_run_table_then_pass_then_knowledge_query(tmp_path):
             browser.post("/admin/login", data={"token": TOKEN, "next": "/admin"}, follow_redirects=False)
             page = browser.get("/admin/knowledge")
             assert page.status_code == 200 and "vpn-setup.md" in page.text and "duplicate" in page.text
+
+
+def test_embedded_pass_after_a_sync_that_changed_something(corpus):
+    from headwater.consolidation.config import ConsolidationSettings
+    from workers.consolidate import consolidate_after_sync
+
+    config = ConsolidationSettings(llm_url="http://127.0.0.1:9/v1", llm_retries=0)
+    assert consolidate_after_sync(corpus.engine, False, config) is None  # an unchanged pass costs nothing
+    report = consolidate_after_sync(corpus.engine, True, config)
+    assert report.written == 2 and corpus.knowledge.count() == 2 and len(report.failed) == 3
