@@ -45,8 +45,10 @@ def decision_schema() -> dict:
         "properties": {
             "decision": {"type": "string", "enum": list(VERDICTS)},
             "newer": {"type": "string", "enum": ["A", "B", "none"]},
-            "merged_text": {"type": "string", "maxLength": 1500},
-            "reason": {"type": "string", "maxLength": 300},
+            # No maxLength: llama.cpp expands it into one nested rule per character, which crashed
+            # its sampler (checked on 0.3.36); pydantic checks the lengths, max_tokens bounds them.
+            "merged_text": {"type": "string"},
+            "reason": {"type": "string"},
         },
         "required": ["decision", "newer", "merged_text", "reason"],
         "additionalProperties": False,
