@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fnmatch
 import os
 import stat as stat_module
 import threading
@@ -11,6 +10,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path, PurePosixPath
 
 from connectors.base import DocumentStat, register_connector
+from connectors.globs import match as _match
 from headwater.errors import ListingError
 from headwater.models import DocumentChange, Op
 
@@ -216,15 +216,6 @@ class _DebouncedHandler:
             changes.append(change or DocumentChange(self.connector.source_id, uri, Op.DELETE,
                                                     sequence=f"{time.time_ns():020d}"))
         return changes
-
-
-def _match(path: str, pattern: str) -> bool:
-    """Glob match where ** spans directories and a leading **/ also matches at the top."""
-    if fnmatch.fnmatchcase(path, pattern):
-        return True
-    if pattern.startswith("**/") and fnmatch.fnmatchcase(path, pattern[3:]):
-        return True
-    return pattern == "**"
 
 
 register_connector(KIND, FolderConnector)

@@ -14,9 +14,9 @@ from rich.table import Table
 from rich.text import Text
 
 import headwater.offline  # noqa: F401
-from headwater import cli_consolidate, cli_fleet
+from headwater import cli_consolidate, cli_fleet, cli_push
 from headwater.cli_common import (AllowMassDeleteOpt, ChromaPathOpt, CollectionOpt, ExcludeOpt, IncludeOpt,
-                                  SourceIdOpt, configure_logging, resolve_connector, fail, cli_settings, err, out, stop_on_signals)
+                                  QueueUrlOpt, SourceIdOpt, announce_dead_letter, print_event_counts, configure_logging, resolve_connector, fail, cli_settings, err, out, stop_on_signals)
 from headwater.errors import HeadwaterError
 from headwater.report import SyncReport
 from headwater.settings import load_settings
@@ -106,7 +106,8 @@ def _print_report(report: SyncReport) -> None:
 
 
 @app.command()
-def sync(path: Annotated[str, typer.Argument(help="A folder, or a source id from headwater.toml.")],
+def sync(path: Annotated[str, typer.Argument(help="A folder, a source id from headwater.toml, or a source URL "
+                                                   "(git+URL[#BRANCH], s3://...).")],
          collection: CollectionOpt = None, chroma_path: ChromaPathOpt = None, source_id: SourceIdOpt = None,
          include: IncludeOpt = None, exclude: ExcludeOpt = None,
          fleet: Annotated[bool, typer.Option("--fleet", help="Queue the sync for the worker fleet.")] = False,
@@ -126,6 +127,7 @@ def sync(path: Annotated[str, typer.Argument(help="A folder, or a source id from
         with _progress_bars() as bars, open_engine(settings, _RichProgress(bars)) as engine:
             report = engine.sync(connector, allow_mass_delete=allow_mass_delete)
             _consolidate_after_sync(engine, report)
+        _record_cursor(settings, connector)
     except (HeadwaterError, ValueError) as exc:
         fail(exc)
     _print_report(report)
@@ -149,35 +151,55 @@ def _consolidate_after_sync(engine: Any, report: SyncReport) -> None:
 app.command(name="consolidate")(cli_consolidate.consolidate)
 
 
+def _record_cursor(settings: Any, connector: Any) -> None:
+    """A source with a cursor (a git source's commit) keeps the one this pass synced, for the next push."""
+    if getattr(connector, "cursor", None):
+        from headwater.source_cursors import CursorStore
+
+        CursorStore.from_settings(settings).set(connector.source_id, connector.cursor)
+
+
 @app.command()
-def watch(path: Annotated[str, typer.Argument(help="A folder, or a source id from headwater.toml.")],
+def watch(path: Annotated[str, typer.Argument(help="A folder, s3://BUCKET[/PREFIX], or a source id from headwater.toml.")],
           collection: CollectionOpt = None, chroma_path: ChromaPathOpt = None, source_id: SourceIdOpt = None,
-          include: IncludeOpt = None, exclude: ExcludeOpt = None,
+          include: IncludeOpt = None, exclude: ExcludeOpt = None, queue_url: QueueUrlOpt = None,
           fleet: Annotated[bool, typer.Option("--fleet", help="Queue a full run, then forward each change to the fleet.")] = False) -> None:
-    """Sync once, then keep the collection in sync with the folder until interrupted (Ctrl-C)."""
+    """Sync once, then keep the collection in sync with the source until interrupted (Ctrl-C).
+
+    A folder is followed through file system events; an S3 source through its SQS queue of event
+    notifications (--queue-url), each message deleted only once its changes are written.
+    """
     from headwater.embedded import open_engine
 
     if fleet:
         from headwater.cli_fleet import fleet_watch
 
-        fleet_watch(path, collection, source_id, include, exclude)
+        fleet_watch(path, collection, source_id, include, exclude, queue_url)
         return
     try:
         settings = cli_settings(collection, chroma_path)
-        connector = resolve_connector(path, settings, source_id, include, exclude)
+        connector = resolve_connector(path, settings, source_id, include, exclude, queue_url=queue_url)
         with open_engine(settings) as engine:
             _print_report(engine.sync(connector))
-            _watch_loop(engine, connector)
+            _watch_loop(engine, connector, settings)
     except (HeadwaterError, ValueError) as exc:
         fail(exc)
 
 
-def _watch_loop(engine: Any, connector: Any) -> None:
-    from headwater.watching import run_watch
+def _watch_loop(engine: Any, connector: Any, settings: Any) -> None:
+    from headwater.watching import run_acknowledged_watch, run_watch
 
     err.print(f"watching {connector.root} (Ctrl-C to stop)")
-    run_watch(engine, connector, stop_on_signals(), on_report=_print_changes,
-              on_error=lambda exc: err.print(f"[yellow]not synced:[/yellow] {exc}"))
+    on_error = lambda exc: err.print(f"[yellow]not synced:[/yellow] {exc}")  # noqa: E731
+    if getattr(connector, "events_acknowledged", False):
+        from headwater.dead_letters import FileDeadLetters, dead_letter_file
+
+        letters = FileDeadLetters(dead_letter_file(settings.chroma_path), connector.source_id)
+        run_acknowledged_watch(engine, connector, stop_on_signals(), on_report=_print_changes, on_error=on_error,
+                               on_dead_letter=announce_dead_letter(letters))
+        print_event_counts(connector)
+    else:
+        run_watch(engine, connector, stop_on_signals(), on_report=_print_changes, on_error=on_error)
     err.print("stopped")
 
 
@@ -254,15 +276,32 @@ def status(collection: CollectionOpt = None, chroma_path: ChromaPathOpt = None,
         summary = ChromaStore.from_settings(settings, create=False).source_summary()
     except (HeadwaterError, ValueError) as exc:
         fail(exc)
+    cursors = _cursors(settings)
+    for source, counts in summary.items():
+        if source in cursors:  # a git source: the commit it synced, and why it stopped following if it did
+            counts.update({"cursor": cursors[source].cursor, "note": cursors[source].note})
     if as_json:
         print(json.dumps(summary, indent=2))
         return
     table = Table(title=f"Collection {settings.collection}", show_edge=False)
-    for column in ("source", "documents", "chunks"):
-        table.add_column(column, justify="left" if column == "source" else "right")
+    for column in ("source", "documents", "chunks", *(("cursor",) if cursors else ())):
+        table.add_column(column, justify="left" if column in ("source", "cursor") else "right")
     for source, counts in summary.items():
-        table.add_row(source, str(counts["documents"]), str(counts["chunks"]))
+        cursor = (counts.get("cursor") or "")[:12] + (f" ({counts['note']})" if counts.get("note") else "")
+        table.add_row(source, str(counts["documents"]), str(counts["chunks"]), *((cursor,) if cursors else ()))
     out.print(table)
+
+
+def _cursors(settings: Any) -> dict:
+    """Sources' cursors from the source database, when there is one (status never creates it)."""
+    if settings.database_url is None and not (settings.chroma_path.resolve().parent / "headwater.sqlite3").exists():
+        return {}
+    from headwater.source_cursors import CursorStore
+
+    try:
+        return CursorStore.from_settings(settings).all()
+    except Exception:  # noqa: BLE001  (a database that cannot be reached must not hide the counts)
+        return {}
 
 
 @app.command()
@@ -323,7 +362,10 @@ def serve(host: Annotated[str, typer.Option("--host", help="Interface to listen 
 
     from headwater.http.app import create_app, open_services
 
+    from headwater.observability import logs, setup
+
     settings = load_settings()
+    setup(settings, "serve")
     try:
         services = open_services(settings)  # fails here, with the reason, before listening
     except (HeadwaterError, ValueError) as exc:
@@ -332,7 +374,7 @@ def serve(host: Annotated[str, typer.Option("--host", help="Interface to listen 
     err.print(f"headwater serve: {mode} mode, collection {settings.collection}, http://{host}:{port}/admin")
     try:
         uvicorn.run(create_app(settings, services), host=host, port=port, log_level="info",
-                    proxy_headers=True, server_header=False)
+                    log_config=logs.uvicorn_log_config(settings), proxy_headers=True, server_header=False)
     finally:
         services.stats.close()
         services.backend.close()
@@ -340,6 +382,9 @@ def serve(host: Annotated[str, typer.Option("--host", help="Interface to listen 
 
 # Fleet commands (worker, beat, runs, retry, cancel) live in their own module.
 for _command in cli_fleet.COMMANDS:
+    app.command()(_command)
+# Promotion of an embedded collection to a server (push).
+for _command in cli_push.COMMANDS:
     app.command()(_command)
 
 

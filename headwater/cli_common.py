@@ -51,17 +51,42 @@ def cli_settings(collection: str | None = None, chroma_path: Path | None = None)
     return load_settings(collection=collection, chroma_path=chroma_path)
 
 
+QueueUrlOpt = Annotated[Optional[str], typer.Option(
+    "--queue-url", help="S3 sources: the SQS queue that receives the bucket's event notifications.")]
+
+
 def resolve_connector(target: str, settings: Settings, source_id: str | None, include: list[str] | None,
-               exclude: list[str] | None) -> Any:
-    """A declared source (headwater.toml) by id, or a folder by path."""
-    from connectors import build_connector
+                      exclude: list[str] | None, **event_options: Any) -> Any:
+    """A declared source (headwater.toml) by id, a source URL (s3://bucket/prefix), or a folder by path.
+
+    A connector that can check its source (bucket and credentials) does so here, so that a wrong
+    name or a refused credential is one clear error before anything starts.
+    """
+    connector = _connector_for(target, settings, source_id, include, exclude,
+                               {k: v for k, v in event_options.items() if v is not None})
+    check = getattr(connector, "check", None)
+    if check is not None:
+        check()
+    return connector
+
+
+def _connector_for(target: str, settings: Settings, source_id: str | None, include: list[str] | None,
+                   exclude: list[str] | None, event_options: dict[str, Any]) -> Any:
+    from connectors import build_connector, build_connector_for_url, kind_for_url
     from connectors.folder import DEFAULT_EXCLUDE
 
     declared = settings.source(target)
     if declared is not None:
         if declared.collection:
             settings.collection = declared.collection
-        return build_connector(declared.kind, declared.id, **declared.options)
+        return build_connector(declared.kind, declared.id, **{**declared.options, **event_options})
+    if kind_for_url(target) is not None:
+        return build_connector_for_url(target, source_id, include=include or ["**"], exclude=exclude or [],
+                                       **event_options)
+    if "://" in target:
+        build_connector_for_url(target)  # raises, naming the URL schemes that are known
+    if event_options:
+        raise ConfigurationError(f"--{next(iter(event_options)).replace('_', '-')} is for S3 sources, not folders")
     path = Path(target).expanduser()
     if not path.is_dir():
         raise ConfigurationError(f"{target} is neither a directory nor a source declared in {settings.config_file}; "
@@ -86,3 +111,18 @@ def stop_on_signals() -> threading.Event:
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
     return stop
+
+
+def announce_dead_letter(record: Any) -> Any:
+    """Record a dead-lettered event message and say so on stderr."""
+    def dead_letter(message_id: str, reason: str, body: str) -> None:
+        record(message_id, reason, body)
+        err.print(f"[yellow]dead-lettered[/yellow] event message {message_id}: {reason}")
+    return dead_letter
+
+
+def print_event_counts(connector: Any) -> None:
+    """What an event consumer saw: messages, changes, ignored, stale and dead-lettered events."""
+    consumer = getattr(connector, "consumer", None)
+    if consumer is not None and consumer.counts:
+        err.print("events: " + ", ".join(f"{name.replace('_', ' ')} {count}" for name, count in sorted(consumer.counts.items())))

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.table import Table
 
-from headwater.cli_common import resolve_connector, fail, cli_settings, err, out, stop_on_signals
+from headwater.cli_common import announce_dead_letter, print_event_counts, resolve_connector, fail, cli_settings, err, out, stop_on_signals
 from headwater.errors import HeadwaterError
 from headwater.settings import Settings, load_settings
 
@@ -35,16 +35,24 @@ def fleet_client(settings: Settings) -> Any:
 
 
 def _queue_full_run(path: str, collection: str | None, source_id: str | None, include: list[str] | None,
-                    exclude: list[str] | None, allow_mass_delete: bool) -> tuple[Any, Any, dict, Any, str]:
+                    exclude: list[str] | None, allow_mass_delete: bool, **event_options: Any) -> tuple[Any, Any, dict, Any, str]:
     from headwater.fleet.context import local_target
     from headwater.fleet.enqueue import enqueue_sync
 
     settings = cli_settings(collection)
-    connector = resolve_connector(path, settings, source_id, include, exclude)  # a declared source may set the collection
+    # A declared source may set the collection.
+    connector = resolve_connector(path, settings, source_id, include, exclude, **event_options)
     fleet = fleet_client(settings)
     target = local_target(settings)
+    if hasattr(connector, "pinned_to_head"):  # a git source: the run reads the branch's newest commit
+        connector = connector.pinned_to_head()
     spec = connector.spec()
-    return fleet, connector, spec, target, enqueue_sync(fleet, spec, target, allow_mass_delete=allow_mass_delete)
+    run_id = enqueue_sync(fleet, spec, target, allow_mass_delete=allow_mass_delete)
+    if getattr(connector, "cursor", None):
+        from headwater.source_cursors import CursorStore
+
+        CursorStore.from_settings(settings).set(connector.source_id, connector.cursor)
+    return fleet, connector, spec, target, run_id
 
 
 def fleet_sync(path: str, collection: str | None, source_id: str | None, include: list[str] | None,
@@ -65,34 +73,51 @@ def fleet_sync(path: str, collection: str | None, source_id: str | None, include
 
 
 def fleet_watch(path: str, collection: str | None, source_id: str | None, include: list[str] | None,
-                exclude: list[str] | None) -> None:
-    """Queue a full run, then forward each settled file change to the fleet as a live change."""
+                exclude: list[str] | None, queue_url: str | None = None) -> None:
+    """Queue a full run, then forward each change to the fleet as a live change (this process only enqueues)."""
     from headwater.fleet.enqueue import enqueue_changes, enqueue_sync
 
     try:
-        fleet, connector, spec, target, run_id = _queue_full_run(path, collection, source_id, include, exclude, False)
+        fleet, connector, spec, target, run_id = _queue_full_run(path, collection, source_id, include, exclude, False,
+                                                                 queue_url=queue_url)
     except (HeadwaterError, ValueError) as exc:
         fail(exc)
     out.print(f"queued run {run_id}")
 
     def forward(changes: list | None) -> None:
+        # Returns once the run is in Redis: only then may an acknowledged source forget the events.
         queued = enqueue_sync(fleet, spec, target) if changes is None else enqueue_changes(fleet, spec, target, changes)
         if queued:
             what = "a full run" if changes is None else f"{len(changes)} changes"
             out.print(f"queued run {queued} ({what})")
 
     err.print(f"watching {connector.root} for the fleet (Ctrl-C to stop)")
-    connector.watch(forward, stop_on_signals())
+    try:
+        if getattr(connector, "events_acknowledged", False):
+            from headwater.dead_letters import RedisDeadLetters
+
+            connector.watch(forward, stop_on_signals(),
+                            on_dead_letter=announce_dead_letter(RedisDeadLetters(fleet.redis, connector.source_id)))
+            print_event_counts(connector)
+        else:
+            connector.watch(forward, stop_on_signals())
+    except (HeadwaterError, ValueError) as exc:
+        fail(exc)
     err.print("stopped")
 
 
 def worker(queues: Annotated[Optional[str], typer.Option("--queues", help="Comma-separated queues (default: all).")] = None,
            concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Processes.")] = 1) -> None:
-    """Run a fleet worker: pulls work from Redis, writes to the Chroma server. Needs no inbound port."""
+    """Run a fleet worker: pulls work from Redis, writes to the Chroma server. Needs no inbound port
+    (HEADWATER_METRICS_PORT opens one for Prometheus)."""
+    from headwater.observability import setup, start_worker_metrics
+
+    settings = load_settings()
+    start_worker_metrics(settings, queues)  # before anything imports prometheus_client
+    setup(settings, "worker")
     from workers import names
     from workers.celery_app import app as celery
 
-    settings = load_settings()
     if not (settings.chroma_host or settings.is_cloud):
         fail(ValueError("workers need a Chroma server: set HEADWATER_CHROMA_HOST (and HEADWATER_CHROMA_PORT)"))
     wanted = queues.split(",") if queues else list(names.ALL_QUEUES)
@@ -106,6 +131,9 @@ def worker(queues: Annotated[Optional[str], typer.Option("--queues", help="Comma
 def beat(schedule_file: Annotated[Path, typer.Option(
         "--schedule-file", help="Where Celery beat keeps its last-run times.")] = Path(".headwater/celerybeat-schedule")) -> None:
     """Run the fleet's scheduler (Celery beat on redbeat): the sweeper and per-source schedules. Run exactly one."""
+    from headwater.observability import setup
+
+    setup(load_settings(), "beat")
     from workers.celery_app import app as celery
 
     schedule_file.parent.mkdir(parents=True, exist_ok=True)

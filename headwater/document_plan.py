@@ -28,6 +28,8 @@ class DocumentFacts:
     modified_time: float
     mime_type: str
     parser: str
+    url: str | None = None  # the source's own address of the document (s3://bucket/key), when it has one
+    metadata: dict[str, Any] | None = None  # the connector's own keys (a git file's repository and commit)
 
 
 @dataclass
@@ -52,8 +54,10 @@ def chunk_metadata(facts: DocumentFacts, chunk: Chunk, count: int, title: str | 
         "mime_type": facts.mime_type, "parser": facts.parser, "modified_time": facts.modified_time,
         "title": title, "section": chunk.section, "page": chunk.page, "page_end": chunk.page_end,
         "line_start": chunk.line_start, "line_end": chunk.line_end,
-        "symbol": chunk.symbol, keys.CHUNKER: chunk.chunker,
+        "symbol": chunk.symbol, keys.CHUNKER: chunk.chunker, "url": facts.url,
     }
+    # The connector's keys never replace Headwater's own.
+    metadata = {**(facts.metadata or {}), **metadata}
     # Absent optional keys are written as None, which Chroma stores as "no such key" and which
     # removes a key an earlier version of the chunk had (Chroma merges metadata on upsert and update).
     return keys.location_metadata(metadata, facts.uri)

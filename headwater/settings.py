@@ -20,7 +20,7 @@ class SourceConfig(BaseModel):
     """A named source declared in headwater.toml ([[sources]]) or added through the HTTP API."""
 
     id: str
-    kind: Literal["folder"]
+    kind: str  # a registered source kind (connectors.registered_kinds()): folder, s3
     options: dict[str, Any] = Field(default_factory=dict)
     collection: str | None = None
     # Either, for scheduled reconciliation runs: seconds between runs, or a 5-field cron line (UTC).
@@ -32,6 +32,15 @@ class SourceConfig(BaseModel):
     def _id_is_nonempty(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("source id must not be empty")
+        return value
+
+    @field_validator("kind")
+    @classmethod
+    def _kind_is_registered(cls, value: str) -> str:
+        from connectors import registered_kinds
+
+        if value not in registered_kinds():
+            raise ValueError(f"unknown source kind {value!r}; known kinds: {', '.join(registered_kinds())}")
         return value
 
 
@@ -140,6 +149,9 @@ class Settings(BaseSettings):
     session_cookie_secure: bool = True
     session_max_age_seconds: int = Field(default=12 * 3600, ge=60)
     database_url: SecretStr | None = None
+    # POST /webhooks/s3/{source_id} (S3-compatible stores that push event notifications over HTTP)
+    # needs this as `Authorization: Bearer`; unset, the route answers 404.
+    s3_webhook_token: SecretStr | None = None
     # Folder sources added through the API must lie under one of these directories (empty: anywhere
     # the serving process can read). A token holder can otherwise index any readable directory.
     folder_roots: list[Path] = Field(default_factory=list)
@@ -148,9 +160,26 @@ class Settings(BaseSettings):
     # Celery beat (redbeat) looks for new or changed per-source schedules at least this often.
     beat_max_loop_interval_seconds: float = Field(default=5.0, gt=0)
 
+    # Operations (headwater.observability). Error reports go to Sentry when a DSN is set, scrubbed
+    # of secrets; logs are JSON lines unless stderr is a terminal (auto), or as set; a worker serves
+    # Prometheus metrics on metrics_port when set (its pool processes write samples to metrics_dir).
+    sentry_dsn: SecretStr | None = None
+    sentry_environment: str = "production"
+    sentry_traces_sample_rate: float = Field(default=0.0, ge=0, le=1)
+    log_format: Literal["auto", "json", "text"] = "auto"
+    metrics_port: int | None = Field(default=None, ge=1, le=65535)
+    metrics_dir: Path | None = None
+
     max_document_mb: float = Field(default=25.0, gt=0)
     # Editors save in several steps; wait this long after the last event before syncing a file.
     watch_debounce_seconds: float = Field(default=0.5, ge=0)
+
+    # Git sources: each host keeps its partial clones here (one bare repository per remote).
+    git_cache_dir: Path = Path(".headwater/git")
+    # POST /webhooks/github: larger bodies are refused (GitHub sends none over 25 MB); a delivery id
+    # is remembered this long, so a redelivered or replayed delivery does nothing.
+    webhook_max_body_bytes: int = Field(default=25 * 1024 * 1024, ge=1024)
+    webhook_delivery_ttl_seconds: float = Field(default=30 * 86400, ge=60)
 
     @field_validator("chunk_min_tokens", "chunk_overlap_tokens")
     @classmethod

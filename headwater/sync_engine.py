@@ -207,7 +207,7 @@ class SyncEngine:
         settings = self.settings
         try:
             fetched = fetch_document(connector, change.uri, settings.max_document_bytes)
-        except DocumentVanished as exc:
+        except (DocumentVanished, SkippedDocument) as exc:  # gone, or declined by its connector
             return _Item(change, "skip", reason=str(exc))
         except (PermanentDocumentError, RetryableError) as exc:
             return _Item(change, "fail", reason=str(exc))
@@ -311,7 +311,8 @@ class SyncEngine:
         facts = DocumentFacts(
             source_id=item.change.source_id, uri=item.change.uri, doc_version=self._version(item),
             doc_hash=item.fetched.doc_hash, modified_time=_mtime(item),  # type: ignore[union-attr]
-            mime_type=item.parsed.mime_type, parser=item.parsed.parser)  # type: ignore[union-attr]
+            mime_type=item.parsed.mime_type, parser=item.parsed.parser, url=item.fetched.url,  # type: ignore[union-attr]
+            metadata=item.fetched.metadata)  # type: ignore[union-attr]
         plan = plan_document(facts, item.chunks or [], doc)
         report.chunks_unchanged += plan.kept
         return item, plan

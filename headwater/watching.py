@@ -40,3 +40,25 @@ def run_watch(engine: SyncEngine, connector: Any, stop: threading.Event,
     finally:
         stop.set()
         watcher.join(timeout=5)
+
+
+def run_acknowledged_watch(engine: SyncEngine, connector: Any, stop: threading.Event,
+                           on_report: Callable[[SyncReport], None] = lambda report: None,
+                           on_error: Callable[[Exception], None] = lambda exc: log.warning("%s", exc),
+                           on_dead_letter: Callable[[str, str, str], None] | None = None) -> None:
+    """Apply each batch of events in the connector's own thread, before the source forgets them.
+
+    For sources whose events are acknowledged (an SQS message is deleted only once its changes are
+    written): the changes are applied here, in-process, by the one engine that holds the embedded
+    Chroma's lock; if applying raises, the connector keeps the events and they come again.
+    """
+    def apply(changes: list | None) -> None:
+        if changes is None:
+            try:
+                on_report(engine.sync(connector))
+            except (ListingError, MassDeleteRefused) as exc:
+                on_error(exc)
+            return
+        on_report(engine.apply(connector, changes))
+
+    connector.watch(apply, stop, on_dead_letter=on_dead_letter)

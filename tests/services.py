@@ -73,3 +73,26 @@ def chroma_server(workdir: Path, port: int | None = None) -> Iterator[tuple[str,
         except subprocess.TimeoutExpired:
             process.kill()
         log.close()
+
+
+@contextmanager
+def moto_server(workdir: Path, port: int | None = None) -> Iterator[str]:
+    """moto's standalone server (real S3 and SQS HTTP APIs) on a free loopback port; yields its endpoint URL."""
+    import sys
+    import urllib.request
+
+    port = port or free_port()
+    log = open(workdir / "moto.log", "ab")
+    process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                               stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: urllib.request.urlopen(f"{url}/moto-api/data.json", timeout=2).status == 200, 60, "moto server")
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        log.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from connectors.base import Reader
 from headwater.errors import DocumentVanished, PermanentDocumentError, RetryableError
@@ -16,10 +17,15 @@ class FetchedDocument:
     doc_hash: str
     modified_time: float | None
     version: str | None = None  # the connector's fingerprint at read time, when it has one
+    url: str | None = None  # the source's own address of the document, when it has one
+    metadata: dict[str, Any] | None = None  # the connector's document metadata (connectors.base.DocumentStat)
 
 
 def fetch_document(reader: Reader, uri: str, max_bytes: int) -> FetchedDocument:
-    """Read a document through its connector; raises the typed errors in headwater.errors."""
+    """Read a document through its connector; raises the typed errors in headwater.errors.
+
+    A connector may decline a document (SkippedDocument: over its own size limit, say); that passes through.
+    """
     try:
         stat = reader.stat(uri)
         if stat.size > max_bytes:
@@ -42,4 +48,4 @@ def fetch_document(reader: Reader, uri: str, max_bytes: int) -> FetchedDocument:
         raise PermanentDocumentError(
             f"larger than the {max_bytes / 1048576:.0f} MB limit; raise HEADWATER_MAX_DOCUMENT_MB or exclude the file")
     return FetchedDocument(uri=uri, data=data, doc_hash=bytes_hash(data), modified_time=stat.modified_time,
-                           version=stat.version)
+                           version=stat.version, url=stat.url, metadata=stat.metadata)

@@ -44,8 +44,16 @@ def limits(settings: Settings, step: str) -> Limits:
     return Limits(texts, texts, EMBED_BATCH_DOCUMENTS, settings.embed_batch_delay_seconds)
 
 
-def schedule(fleet: Fleet, collection: str, step: str) -> None:
-    """Send a batch task now when a full batch waits, else one (at a time) after the step's delay."""
+def schedule(fleet: Fleet, collection: str, step: str, urgent: bool = False) -> None:
+    """Send a batch task now when a full batch waits, else one (at a time) after the step's delay.
+
+    `urgent` (a live change's document is due): now, whatever waits. Live changes are one or a few
+    documents each, someone is waiting to find them, and nothing more of their run will come to share
+    the batch; a task that finds the batch already taken by another does nothing.
+    """
+    if urgent:
+        fleet.send(BATCH_TASK[step], [collection])
+        return
     limit = limits(fleet.settings, step)
     due = fleet.state.batch_due(collection, step, limit.full, limit.delay)
     if due == "now":

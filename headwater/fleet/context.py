@@ -91,6 +91,9 @@ class Fleet:
                 from workers.consolidate import consolidation_trigger  # writes schedule consolidation passes
 
                 store.observers.append(consolidation_trigger(self.redis, self.send, target.collection))
+                from headwater.observability import metrics
+
+                store.observers.append(metrics.written)  # chunks written and upsert batch sizes
                 self._stores[target.collection] = store
             return self._stores[target.collection]
 

@@ -33,6 +33,7 @@ from headwater.fleet.batches import BATCH_TASK, Batch
 from headwater.fleet.context import Fleet
 from headwater.fleet.state import BATCHED_STEPS, DENSE, FETCH, FINISH, LIST, PARSE, SPARSE, WRITE, Commit, Moved
 from headwater.models import Op
+from headwater.observability import metrics
 from headwater.sparse_codec import encode_sparse
 from workers import names
 from workers.chunk import chunk_document
@@ -55,6 +56,7 @@ class Held:
 
     def commit(self, next_state: str, next_steps: tuple[str, ...] = (), siblings: tuple[str, ...] = (),
                reason: str = "", weight: int = 1) -> Moved:
+        metrics.document_moved(self.step, next_state)
         return self.fleet.state.commit(self.run_id, self.step, self.uri, self.token, next_state, next_steps,
                                        siblings, reason, weight)
 
@@ -74,8 +76,10 @@ def run_step(fleet: Fleet, run_id: str, step: str, uri: str, body: Callable[[Hel
         with fleet.renewing([keys.member(run_id, step, uri)], token):
             body(held)
     except (PermanentDocumentError, ConfigurationError, ListingError, RunDataMissing) as exc:
+        metrics.FAILURES.labels(step, type(exc).__name__).inc()
         _end_failed(held, str(exc))
     except Exception as exc:  # noqa: BLE001  (anything else is worth a retry: Chroma, Redis or the source blinked)
+        metrics.RETRIES.labels(step, type(exc).__name__).inc()
         _retry_later(held, exc)
     fleet.costs.add(step, perf_counter() - started, 1 if uri else 0)
 
@@ -119,9 +123,17 @@ def _to_write_or_end(held: Held, outcome: outcomes.Outcome, collection: str) -> 
     if outcome.writes:
         fleet.payloads.put_json(keys.doc_payload(held.run_id, held.uri, "plan"), outcome.to_json())
         if held.commit("write", (WRITE,)).status == "next":
-            batches.schedule(fleet, collection, WRITE)
+            batches.schedule(fleet, collection, WRITE, urgent=_is_live(fleet, held.run_id))
         return
     follow(fleet, held.run_id, held.commit(outcome.state, reason=outcome.reason))
+
+
+def _is_live(fleet: Fleet, run_id: str) -> bool:
+    """Whether a run carries live changes (someone waits for them: their writes are not held back)."""
+    try:
+        return fleet.run(run_id).kind == "live"
+    except RunDataMissing:
+        return False
 
 
 # list ---------------------------------------------------------------------------------------
@@ -196,6 +208,10 @@ def fetch(fleet: Fleet, run_id: str, uri: str) -> None:
             _to_write_or_end(held, outcomes.removed(run.source_id, uri, stored, outcomes.DELETED),
                              run.target.collection)
             return
+        except SkippedDocument as exc:  # declined by its connector (over the source's own size limit)
+            _to_write_or_end(held, outcomes.removed(run.source_id, uri, stored, outcomes.SKIPPED, str(exc)),
+                             run.target.collection)
+            return
         version = fetched.version or change.version or fetched.doc_hash
         modified_time = fetched.modified_time or change.observed_at
         if stored and stored.complete and stored.doc_hash == fetched.doc_hash:
@@ -205,7 +221,8 @@ def fetch(fleet: Fleet, run_id: str, uri: str) -> None:
         # Stored before the commit: a parse re-driven after this task dies reads them from here.
         fleet.payloads.put_bytes(keys.doc_payload(run_id, uri, "bytes"), fetched.data)
         facts = asdict(DocumentFacts(source_id=run.source_id, uri=uri, doc_version=version, doc_hash=fetched.doc_hash,
-                                     modified_time=modified_time, mime_type="", parser=""))
+                                     modified_time=modified_time, mime_type="", parser="", url=fetched.url,
+                                     metadata=fetched.metadata))
         fleet.payloads.put_json(keys.doc_payload(run_id, uri, "facts"), facts)
         fleet.crash.reached("fetch.after_payload", uri)
         moved = held.commit("parse", (PARSE,))
@@ -299,7 +316,8 @@ def embed(fleet: Fleet, collection: str, side: str) -> None:
 
     def then(batch: Batch, moves: list[Moved]) -> None:
         if any(moved.status == "next" for moved in moves):  # both sides done: on to the write
-            batches.schedule(fleet, collection, WRITE)
+            live = any(_is_live(fleet, run_id) for run_id in {run_id for run_id, _ in batch.taken})
+            batches.schedule(fleet, collection, WRITE, urgent=live)
 
     run_batch(fleet, collection, side, work, then, (f"{side}.after_take", f"{side}.after_vectors", f"{side}.after_commit"),
               f"embedding ({side})", "check the worker's log")
@@ -325,8 +343,11 @@ def run_batch(fleet: Fleet, collection: str, step: str, work: Callable[[Batch], 
             commits = work(batch)
             fleet.crash.reached(worked_point)
     except Exception as exc:  # noqa: BLE001  (Redis, the model or Chroma failed: retried, then its documents fail)
+        metrics.RETRIES.labels(step, type(exc).__name__).inc()
         _follow_all(fleet, batches.retry(fleet, batch, exc, doing, check))
         return
+    for commit in commits:
+        metrics.document_moved(commit.step, commit.next_state)
     moves = fleet.state.commit_many(commits)
     fleet.crash.reached(committed_point)
     _follow_all(fleet, [(c.run_id, moved) for c, moved in zip(commits, moves)])
@@ -374,6 +395,7 @@ def _embed_batch(fleet: Fleet, batch: Batch) -> list[Commit]:
 
 def _vectors(fleet: Fleet, side: str, texts: list[str]) -> list[str]:
     """Each text's vector as stored in the payloads: JSON floats (dense) or the encoded sparse vector."""
+    metrics.embedded(side, len(texts))
     if side == DENSE:
         return [json_vector(v) for v in fleet.dense.embed(texts)]
     return [encode_sparse(i, v) for i, v in fleet.sparse.encode(texts)]
@@ -426,6 +448,9 @@ def _write_batch(fleet: Fleet, taken: list[tuple[str, str]]) -> list[tuple[str, 
                                        after_chunks=lambda: fleet.crash.reached("flush.after_chunks"))
         ends.append(_queue_writes(fleet, writer, run, uri, plan, vectors[2 * n], vectors[2 * n + 1]))
     writer.flush()
+    for (run_id, uri), (state, _) in zip(taken, ends):
+        if state == outcomes.INDEXED:
+            metrics.searchable(fleet, fleet.run(run_id), uri)
     return ends
 
 

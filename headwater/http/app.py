@@ -1,4 +1,4 @@
-"""The one FastAPI app of `headwater serve`: /api/v1, /admin, /healthz, /readyz, /metrics (webhooks next).
+"""The one FastAPI app of `headwater serve`: /api/v1, /admin, /webhooks, /healthz, /readyz, /metrics.
 
 Two modes, chosen by configuration: with a Chroma server (HEADWATER_CHROMA_HOST, or Chroma Cloud)
 it queues runs for the fleet through Redis; with neither it is the one process of a small install,
@@ -67,7 +67,7 @@ def open_services(settings: Settings) -> Services:
 
 def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
     """The app; its services open in the lifespan (or are given, already open)."""
-    from headwater.http import admin, api
+    from headwater.http import admin, api, webhooks_github, webhooks_s3
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):  # noqa: ANN202
@@ -124,9 +124,12 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
     @app.get("/metrics", tags=["health"], summary="Prometheus metrics (needs the admin token)",
              dependencies=[Depends(_metrics_auth)], response_class=PlainTextResponse)
     def metrics(request: Request) -> PlainTextResponse:
-        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+        from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
-        return PlainTextResponse(generate_latest(request.app.state.services.stats.registry),
+        from headwater.observability import metrics as pipeline  # noqa: F401  (registers the pipeline series)
+
+        # The app's own series (requests, queue depths, sources), then the pipeline's and the process's.
+        return PlainTextResponse(generate_latest(request.app.state.services.stats.registry) + generate_latest(REGISTRY),
                                  media_type=CONTENT_TYPE_LATEST)
 
     def _token_or_session(request: Request) -> None:
@@ -151,5 +154,7 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
 
     app.include_router(knowledge.api_router)
     app.include_router(knowledge.admin_router)
+    app.include_router(webhooks_s3.router)
+    app.include_router(webhooks_github.router)
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
     return app

@@ -36,6 +36,8 @@ class _Live:
     kind: str
     uris: list[str] | None = None
     allow_mass_delete: bool = False
+    changes: list[DocumentChange] | None = None  # live changes (webhook events), applied as given
+    job: Any = None  # a git push: job(engine) applies it and returns the report (None: nothing to do)
     done: int = 0
     total: int = 0
     cancel: threading.Event = field(default_factory=threading.Event)
@@ -80,8 +82,13 @@ class EmbeddedBackend:
         self._pending: dict[str, _Live] = {}  # run id -> queued or running
         self._queue: queue.Queue[_Live | None] = queue.Queue()
         self._stack = contextlib.ExitStack()
+        from headwater.source_cursors import CursorStore
+
+        self.cursors = CursorStore(store)  # git sources' synced commits and the webhook deliveries taken
         # Raises ChromaPathBusy, naming the other writer, before anything else starts.
-        self.engine = self._stack.enter_context(open_engine(settings, _Progress(self)))
+        from headwater.observability import metrics
+
+        self.engine = self._stack.enter_context(open_engine(settings, _Progress(self), observers=[metrics.written]))
         threads = settings.model_threads or 1
         # Queries get their own model instances: tokenizers are not safe to share with a running sync.
         self.searcher = Searcher(self.engine.store, DenseEmbedder(settings.dense_model_dir, threads, int8=settings.dense_int8,
@@ -126,7 +133,7 @@ class EmbeddedBackend:
             raise ValueError(f"source {source.id} writes collection {source.config.collection!r}; embedded serve "
                              f"writes only {self.settings.collection!r} (run a fleet, or `headwater sync` it)")
         with self._lock:
-            busy = next((r for r in self._pending.values() if r.source_id == source.id), None)
+            busy = next((r for r in self._pending.values() if r.source_id == source.id and r.kind != "live"), None)
             if busy is not None:
                 return None, busy.run_id
             live = _Live(uuid.uuid4().hex, source.id, kind, uris, allow_mass_delete)
@@ -135,6 +142,32 @@ class EmbeddedBackend:
             self._pending[live.run_id] = live
         self._queue.put(live)
         return live.run_id, None
+
+    def live_changes(self, source: Any, changes: list[DocumentChange]) -> str:
+        """Queue live changes (webhook events) behind whatever runs now; they are never refused as busy."""
+        if source.config.collection and source.config.collection != self.settings.collection:
+            raise ValueError(f"source {source.id} writes collection {source.config.collection!r}; embedded serve "
+                             f"writes only {self.settings.collection!r}")
+        live = _Live(uuid.uuid4().hex, source.id, "live", changes=list(changes))
+        with self._lock:
+            self.store.save_run(RunRow(id=live.run_id, source_id=source.id, kind="live", status="pending",
+                                       created_at=time.time(), counters={}, errors={}))
+            self._pending[live.run_id] = live
+        self._queue.put(live)
+        return live.run_id
+
+    def submit_push(self, source: Any, push: Any) -> str:
+        """Queue a git push as a run of its own: pushes of a source are applied one after another, in order."""
+        from headwater.git_pushes import sync_push_embedded
+
+        live = _Live(uuid.uuid4().hex, source.id, "push",
+                     job=lambda engine, connector: sync_push_embedded(engine, connector, self.cursors, push))
+        with self._lock:
+            self.store.save_run(RunRow(id=live.run_id, source_id=source.id, kind="push", status="pending",
+                                       created_at=time.time(), counters={}, errors={}))
+            self._pending[live.run_id] = live
+        self._queue.put(live)
+        return live.run_id
 
     def cancel(self, run_id: str) -> bool | None:
         """True: cancelled; False: already finished; None: no such run."""
@@ -201,6 +234,15 @@ class EmbeddedBackend:
                 self.current = None
 
     def _run(self, live: _Live) -> None:
+        from headwater.observability import context, metrics
+
+        bound = context.bind(run_id=live.run_id, source_id=live.source_id)  # in its logs and error reports
+        try:
+            self._run_bound(live, metrics)
+        finally:
+            context.reset(bound)
+
+    def _run_bound(self, live: _Live, metrics: Any) -> None:
         row = self.store.get_run(live.run_id)
         row.status, row.started_at = "running", time.time()
         self.store.save_run(row)
@@ -210,8 +252,18 @@ class EmbeddedBackend:
             if source is None:
                 raise HeadwaterError(f"source {live.source_id} was deleted before its run started")
             connector = build_source_connector(self.settings, source.config)
-            if live.uris is None:
+            if live.changes is not None:
+                report = self.engine.apply(connector, live.changes)
+            elif live.job is not None:
+                report = live.job(self.engine, connector)
+                if report is None:  # nothing to do (already synced, or the branch was deleted)
+                    from headwater.report import SyncReport
+
+                    report = SyncReport(source_id=live.source_id).finish()
+            elif live.uris is None:
                 report = self.engine.sync(connector, allow_mass_delete=live.allow_mass_delete)
+                if getattr(connector, "cursor", None):  # a git source: the commit this pass synced
+                    self.cursors.set(live.source_id, connector.cursor)
             else:
                 report = self.engine.apply(connector, [DocumentChange(live.source_id, u, Op.UPSERT) for u in live.uris])
         except RunCancelled:
@@ -219,6 +271,7 @@ class EmbeddedBackend:
         except (HeadwaterError, ValueError, OSError) as exc:
             row.status, row.errors = "failed", {"(source)": str(exc)}
         else:
+            metrics.sync_report(report)
             indexed = report.added + report.updated + report.moved
             row.counters = {"scanned": indexed + report.unchanged + len(report.skipped) + len(report.failed),
                             "unchanged": report.unchanged, "queued": live.total, "indexed": indexed,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Any
@@ -10,6 +11,8 @@ from headwater.http.runs_view import with_progress
 from headwater.http.sources import SourceCatalog, build_source_connector
 from headwater.settings import Settings
 from headwater.source_store import SourceStore
+
+log = logging.getLogger("headwater.serve")
 
 
 class FleetBackend:
@@ -26,11 +29,19 @@ class FleetBackend:
         self._search_lock = threading.Lock()
         self._workers: dict[str, list[str]] = {}
         self._workers_at = 0.0
+        from concurrent.futures import ThreadPoolExecutor
+
+        from headwater.source_cursors import CursorStore
+
+        self.cursors = CursorStore(store)  # git sources' queued commits and the webhook deliveries taken
+        # Git pushes are fetched, diffed and queued one at a time, in the order they arrived.
+        self._pushes = ThreadPoolExecutor(1, thread_name_prefix="headwater-push")
         # Declared sources get their schedule entries when serve starts (API sources when saved).
         for source in catalog.all():
             self.schedule_changed(source)
 
     def close(self) -> None:
+        self._pushes.shutdown(wait=True, cancel_futures=False)
         self.fleet.redis.close()
 
     def ready(self) -> tuple[bool, str]:
@@ -65,6 +76,24 @@ class FleetBackend:
         from schedules.source_schedules import start_unless_busy
 
         return start_unless_busy(self.fleet, self._spec(source), self._target(source), allow_mass_delete=allow_mass_delete)
+
+    def live_changes(self, source: Any, changes: list[Any]) -> str | None:
+        """Queue live changes (S3 events) for the workers; None when all were duplicates or stale."""
+        from headwater.fleet.enqueue import enqueue_changes
+
+        return enqueue_changes(self.fleet, self._spec(source), self._target(source), changes)
+    def submit_push(self, source: Any, push: Any) -> None:
+        """Fetch, diff and queue a git push in the background (the webhook has already been answered)."""
+        self._pushes.submit(self._queue_push, source, push)
+
+    def _queue_push(self, source: Any, push: Any) -> None:
+        from headwater.git_pushes import sync_push_fleet
+
+        try:
+            sync_push_fleet(self.fleet, self._target(source), build_source_connector(self.settings, source.config),
+                            self.cursors, push)
+        except Exception:  # noqa: BLE001  (the next push, or a full run, catches up)
+            log.exception("push %s to %s was not queued", push.delivery, source.id)
 
     def cancel(self, run_id: str) -> bool | None:
         if self.fleet.runs.get(run_id) is None:

@@ -24,13 +24,30 @@ class FolderOptions(BaseModel):
     exclude: list[str] | None = Field(default=None, max_length=100, description="Default: hidden files, node_modules, __pycache__, backups.")
 
 
+class S3Options(BaseModel):
+    """An S3 bucket (or a prefix of one). Credentials come from the server's AWS environment, never from here."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    bucket: str = Field(min_length=3, max_length=63, pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+    prefix: str = Field(default="", max_length=1024)
+    include: list[str] = Field(default_factory=lambda: ["**"], max_length=100)
+    exclude: list[str] = Field(default_factory=list, max_length=100)
+    region: str | None = Field(default=None, max_length=40, pattern=r"^[a-z0-9-]+$")
+    endpoint_url: str | None = Field(default=None, max_length=400, pattern=r"^https?://[^\s@]+$",
+                                     description="An S3-compatible endpoint; default AWS (or AWS_ENDPOINT_URL).")
+    max_object_mb: float | None = Field(default=None, gt=0)
+    queue_url: str | None = Field(default=None, max_length=400, pattern=r"^https?://[^\s@]+$",
+                                  description="The SQS queue of the bucket's event notifications (for `headwater watch`).")
+
+
 class SourceFields(BaseModel):
     """A source's configuration (everything but its id)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    kind: Literal["folder"]
-    options: FolderOptions
+    kind: Literal["folder", "s3"]
+    options: FolderOptions | S3Options
     collection: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{1,61}[A-Za-z0-9]$")
     schedule_interval_seconds: float | None = Field(default=None, ge=1, le=366 * 86400)
     schedule_cron: str | None = Field(default=None, max_length=120, description="5 fields, UTC: minute hour day month weekday.")
@@ -57,7 +74,16 @@ class SourceFields(BaseModel):
             parse_cron(self.schedule_cron)
         if self.kind == "folder" and self.secrets:
             raise ValueError("folder sources take no secrets")
+        if self.kind == "s3":
+            if not isinstance(self.options, S3Options):
+                raise ValueError("an s3 source's options name a bucket (and optionally prefix, include, exclude, "
+                                 "region, endpoint_url, max_object_mb, queue_url)")
+            if self.secrets:
+                raise ValueError("s3 sources take no secrets: credentials come from the server's AWS environment")
+            return self
         options = self.options
+        if not isinstance(options, FolderOptions):
+            raise ValueError("a folder source's options name a path")
         if not Path(options.path).is_absolute():
             raise ValueError("options.path must be an absolute path")
         if not Path(options.path).is_dir():
@@ -66,7 +92,7 @@ class SourceFields(BaseModel):
 
     def check_roots(self, roots: list[Path]) -> None:
         """ValueError unless the folder lies under one of the allowed roots (when any are configured)."""
-        if not roots:
+        if not roots or not isinstance(self.options, FolderOptions):
             return
         path = Path(self.options.path).resolve()
         if not any(path == Path(r).resolve() or Path(r).resolve() in path.parents for r in roots):
@@ -103,7 +129,8 @@ class Source:
 
 def config_from(fields: SourceFields, source_id: str) -> SourceConfig:
     options = fields.options.model_dump(exclude_none=True)
-    options["path"] = str(Path(options["path"]).resolve())
+    if fields.kind == "folder":
+        options["path"] = str(Path(options["path"]).resolve())
     return SourceConfig(id=source_id, kind=fields.kind, options=options, collection=fields.collection,
                         schedule_interval_seconds=fields.schedule_interval_seconds, schedule_cron=fields.schedule_cron)
 

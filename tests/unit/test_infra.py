@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -18,13 +19,27 @@ def _queues_in(args: list[str]) -> set[str]:
     return set(args[args.index("--queues") + 1].split(",")) if "--queues" in args else set()
 
 
-@pytest.mark.timeout(60)
-def test_kustomize_base_has_a_scaling_pool_for_every_queue():
+# Names of settings whose values are secrets: they come from a Secret, never inline in a manifest.
+SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|API_KEY|ACCESS_KEY|DSN|DATABASE_URL)", re.IGNORECASE)
+WORKLOADS = ("Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob")
+
+
+def _rendered() -> list[dict]:
     kubectl = shutil.which("kubectl")
-    assert kubectl, "kubectl is needed to render infra/k8s (it renders offline)"
+    assert kubectl, "kubectl is needed to render infra/k8s (it renders offline): apt-get install kubectl"
     rendered = subprocess.run([kubectl, "kustomize", str(INFRA / "k8s" / "base")], capture_output=True, text=True,
                               check=True, timeout=60).stdout
-    documents = [d for d in yaml.safe_load_all(rendered) if d]
+    return [d for d in yaml.safe_load_all(rendered) if d]
+
+
+def _containers(workload: dict) -> list[dict]:
+    spec = workload["spec"]["template"]["spec"]
+    return spec.get("initContainers", []) + spec["containers"]
+
+
+@pytest.mark.timeout(60)
+def test_kustomize_base_has_a_scaling_pool_for_every_queue():
+    documents = _rendered()
     served: dict[str, str] = {}
     for d in documents:
         if d["kind"] == "Deployment" and d["metadata"]["name"].startswith("worker-"):
@@ -51,3 +66,72 @@ def test_compose_runs_a_worker_for_every_queue():
     serve = compose["services"]["serve"]
     assert serve["command"][0] == "serve" and "postgres" in serve["environment"]["HEADWATER_DATABASE_URL"]
     assert serve["ports"] == ["127.0.0.1:8080:8080"]
+
+
+@pytest.mark.timeout(60)
+def test_every_container_has_probes_and_limits_and_every_workload_a_disruption_budget():
+    documents = _rendered()
+    workloads = [d for d in documents if d["kind"] in WORKLOADS]
+    assert {d["metadata"]["name"] for d in workloads} >= {"serve", "beat", "redis", "chroma"}
+    for workload in workloads:
+        for container in _containers(workload):
+            where = f"{workload['metadata']['name']}/{container['name']}"
+            assert "livenessProbe" in container and "readinessProbe" in container, f"{where} has no probes"
+            limits = container.get("resources", {}).get("limits", {})
+            assert "cpu" in limits and "memory" in limits, f"{where} has no cpu and memory limits"
+    budgets = [d for d in documents if d["kind"] == "PodDisruptionBudget"]
+    for workload in workloads:
+        labels = workload["spec"]["template"]["metadata"]["labels"]
+        assert any(all(labels.get(k) == v for k, v in b["spec"]["selector"]["matchLabels"].items()) for b in budgets), \
+            f"{workload['metadata']['name']} has no PodDisruptionBudget"
+    (serve,) = [d for d in workloads if d["metadata"]["name"] == "serve"]
+    assert any(d["kind"] == "Service" and d["spec"]["selector"] == serve["spec"]["selector"]["matchLabels"]
+               for d in documents)
+
+
+@pytest.mark.timeout(60)
+def test_no_secret_value_is_inline_in_the_manifests():
+    documents = _rendered()
+    assert not [d for d in documents if d["kind"] == "Secret"], "a Secret is rendered: its values would be committed"
+    for d in documents:
+        if d["kind"] == "ConfigMap":
+            leaked = [k for k, v in d["data"].items() if SECRET_NAME.search(k) or re.search(r"://[^/@\s]*:[^@/\s]+@", v)]
+            assert not leaked, f"ConfigMap {d['metadata']['name']} holds secrets: {leaked}"
+        if d["kind"] in WORKLOADS:
+            for container in _containers(d):
+                for env in container.get("env", []):
+                    if SECRET_NAME.search(env["name"]):
+                        assert "value" not in env and "secretKeyRef" in env.get("valueFrom", {}), \
+                            f"{d['metadata']['name']}: {env['name']} must come from a Secret"
+        if d["kind"] == "ScaledObject":
+            for trigger in d["spec"]["triggers"]:
+                assert not any(SECRET_NAME.search(k) for k in trigger["metadata"]), "use a TriggerAuthentication"
+
+
+def test_compose_services_all_have_a_healthcheck_a_restart_policy_and_workers_a_grace_period():
+    compose = yaml.safe_load((INFRA / "docker-compose.yml").read_text())
+    services = compose["services"]
+    assert {"serve", "beat", "flower", "redis", "chroma"} <= set(services)
+    for name, service in services.items():
+        test = service.get("healthcheck", {}).get("test")
+        assert test and test[0] in ("CMD", "CMD-SHELL"), f"{name} has no healthcheck"
+        assert service.get("restart") in ("always", "unless-stopped", "on-failure", "no"), f"{name} has no restart policy"
+        for key in ("environment",):
+            for var, value in (service.get(key) or {}).items():
+                if SECRET_NAME.search(var):
+                    assert str(value).startswith("${"), f"{name}: {var} must come from the environment or .env"
+    redis_command = services["redis"]["command"]
+    assert redis_command[redis_command.index("--appendonly") + 1] == "yes"
+    assert any(v.startswith("redis-data:") for v in services["redis"]["volumes"])
+    assert any(v.startswith("chroma-data:") for v in services["chroma"]["volumes"])
+    for name, service in services.items():
+        if name.startswith("worker-"):
+            assert service["stop_grace_period"] == "2m", f"{name} would be killed after docker's default 10 s"
+
+
+def test_env_example_documents_every_setting():
+    from headwater.settings import Settings
+
+    documented = set(re.findall(r"^#?\s*(HEADWATER_[A-Z0-9_]+)=", (INFRA / ".env.example").read_text(), re.MULTILINE))
+    wanted = {f"HEADWATER_{name.upper()}" for name in Settings.model_fields}
+    assert wanted - documented == set(), f"settings missing from infra/.env.example: {sorted(wanted - documented)}"

@@ -1,0 +1,139 @@
+"""POST /webhooks/github against a real `headwater serve` (embedded mode): real git repositories on disk,
+real HTTP deliveries in GitHub's payload format and headers, signed as GitHub signs them."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.git_repos import Repository, delivery, ping_payload, push_payload
+from tests.integration.http_harness import ServeProcess
+from tests.services import wait_until
+
+pytestmark = pytest.mark.integration
+
+SECRET = "webhook-secret-of-the-handbook"
+OTHER_SECRET = "webhook-secret-of-another-repository"
+
+
+def git_source_toml(source_id: str, repo: Repository, secret_env: str, collection: str | None = None) -> str:
+    extra = f'collection = "{collection}"\n' if collection else ""
+    return (f'[[sources]]\nid = "{source_id}"\nkind = "git"\n{extra}'
+            f'options = {{ url = "{repo.url}", branch = "main", webhook_secret_env = "{secret_env}" }}\n')
+
+
+def seed(repo: Repository) -> None:
+    repo.write("README.md", "# Handbook\n\nRotate the Chroma token every month.\n")
+    repo.write("docs/backup.md", "# Backups\n\nRestore the vector store from the nightly snapshot.\n")
+    repo.write("docs/onboarding.md", "# Onboarding\n\nNew engineers pair with a buddy in their first week.\n")
+    repo.commit_and_push("seed")
+
+
+@pytest.fixture(scope="module")
+def git_serve(tmp_path_factory):
+    work = tmp_path_factory.mktemp("git-serve")
+    repo, other = Repository(work / "remotes", "handbook"), Repository(work / "remotes", "other")
+    seed(repo)
+    seed(other)
+    (work / "headwater.toml").write_text(git_source_toml("handbook", repo, "HANDBOOK_HOOK_SECRET")
+                                         + git_source_toml("other", other, "OTHER_HOOK_SECRET"), encoding="utf-8")
+    server = ServeProcess(work, {"HEADWATER_CHROMA_PATH": str(work / "chroma"),
+                                 "HEADWATER_CONFIG_FILE": str(work / "headwater.toml"),
+                                 "HEADWATER_GIT_CACHE_DIR": str(work / "git-cache"),
+                                 "HANDBOOK_HOOK_SECRET": SECRET, "OTHER_HOOK_SECRET": OTHER_SECRET})
+    with server:
+        server.repo, server.other = repo, other
+        yield server
+
+
+def post(serve, payload: dict, secret: str | None, event: str = "push", **options):  # noqa: ANN201
+    body, headers = delivery(payload, secret, event, **options)
+    return serve.anonymous.post("/webhooks/github", content=body, headers=headers)
+
+
+def runs_of(serve, source_id: str) -> list[dict]:
+    return serve.api.get("/api/v1/runs", params={"source_id": source_id, "limit": 100}).json()
+
+
+def documents(serve, source_id: str) -> set[str]:
+    return {d["uri"] for d in serve.api.get(f"/api/v1/sources/{source_id}/documents",
+                                            params={"limit": 1000}).json()["documents"]}
+
+
+def push_and_wait(serve, repo: Repository, before: str, after: str, **flags) -> dict:
+    response = post(serve, push_payload(repo, before, after, **flags), SECRET)
+    assert response.status_code == 202, response.text
+    run_id = response.json()["sources"][0]["run_id"]
+    return serve.wait_for_run(run_id, 240)
+
+
+@pytest.mark.timeout(300)
+def test_bad_missing_and_wrong_repository_signatures_are_rejected_with_nothing_queued(git_serve):
+    serve = git_serve
+    runs_before = len(runs_of(serve, "handbook")) + len(runs_of(serve, "other"))
+    assert post(serve, ping_payload(serve.repo), SECRET, "ping").status_code == 200
+    payload = push_payload(serve.repo, "0" * 40, serve.repo.head())
+    missing = post(serve, payload, None)
+    assert missing.status_code == 401 and "X-Hub-Signature-256" in missing.json()["detail"]
+    assert post(serve, payload, "not-the-secret").status_code == 401
+    assert post(serve, payload, None, signature="sha256=" + "0" * 64).status_code == 401
+    assert post(serve, payload, None, signature="sha1=abc").status_code == 401
+    # Signed with another followed repository's secret: GitHub would never send that.
+    assert post(serve, payload, OTHER_SECRET).status_code == 401
+    # A repository no source follows, whatever the secret.
+    stranger = push_payload(serve.repo, "0" * 40, serve.repo.head(), full_name="tests/stranger")
+    stranger["repository"]["clone_url"] = "https://github.com/tests/stranger.git"
+    assert post(serve, stranger, SECRET).status_code == 401
+    # A body altered after signing.
+    body, headers = delivery(payload, SECRET)
+    assert serve.anonymous.post("/webhooks/github", content=body.replace(b"main", b"mainx"),
+                                headers=headers).status_code == 401
+    too_large = serve.anonymous.post("/webhooks/github", content=b"x" * (26 * 1024 * 1024),
+                                     headers={"Content-Type": "application/json", "X-Hub-Signature-256": "sha256=0"})
+    assert too_large.status_code == 413
+    assert len(runs_of(serve, "handbook")) + len(runs_of(serve, "other")) == runs_before
+    assert SECRET not in serve.log() and OTHER_SECRET not in serve.log()
+
+
+@pytest.mark.timeout(600)
+def test_pushes_are_synced_replays_and_other_refs_ignored_force_push_reconciled(git_serve):
+    serve, repo = git_serve, git_serve.repo
+    # The source was never synced: its first push reconciles the whole branch.
+    run = push_and_wait(serve, repo, "0" * 40, repo.head())
+    assert run["status"] == "complete" and run["kind"] == "push", run
+    assert documents(serve, "handbook") == set(repo.files())
+
+    repo.write("docs/tuning.md", "# Tuning\n\nSPLADE trades recall for index size.\n")  # add
+    repo.write("README.md", "# Handbook\n\nRotate the Chroma token every week now.\n")  # modify
+    repo.remove("docs/onboarding.md")  # delete
+    repo.move("docs/backup.md", "ops/backup.md")  # rename
+    before, after = repo.commit_and_push("four kinds of change")
+    payload = push_payload(repo, before, after)
+    body, headers = delivery(payload, SECRET)
+    first = serve.anonymous.post("/webhooks/github", content=body, headers=headers)
+    assert first.status_code == 202, first.text
+    run = serve.wait_for_run(first.json()["sources"][0]["run_id"], 240)
+    assert run["status"] == "complete" and run["indexed"] == 3 and run["deleted"] == 1, run
+    assert documents(serve, "handbook") == set(repo.files()) == {"README.md", "docs/tuning.md", "ops/backup.md"}
+    hits = serve.api.get("/api/v1/search", params={"q": "how often to rotate the Chroma token", "k": 1,
+                                                   "source_id": "handbook"}).json()
+    assert hits[0]["uri"] == "README.md" and hits[0]["metadata"]["commit"] == after, hits
+
+    # A redelivery (same X-GitHub-Delivery) or a replay of the same bytes does nothing.
+    count = len(runs_of(serve, "handbook"))
+    again = serve.anonymous.post("/webhooks/github", content=body, headers=headers)
+    assert again.status_code == 200 and again.json()["status"] == "duplicate"
+    # Tags, other branches and other events are acknowledged and ignored.
+    assert post(serve, push_payload(repo, "0" * 40, after, ref="refs/tags/v1.0"), SECRET).json()["status"] == "ignored"
+    assert post(serve, push_payload(repo, "0" * 40, after, ref="refs/heads/feature"), SECRET).json()["status"] == "ignored"
+    assert post(serve, {"action": "opened", "repository": payload["repository"]}, SECRET,
+                "pull_request").json()["status"] == "ignored"
+    assert len(runs_of(serve, "handbook")) == count
+
+    # A force push rewrites history: the collection is reconciled with the new branch.
+    repo.reset_hard(before)
+    repo.write("docs/fixed.md", "# Fixed\n\nThe right change, force-pushed.\n")
+    _, forced = repo.commit_and_push("rewritten", force=True)
+    run = push_and_wait(serve, repo, after, forced, forced=True)
+    assert run["status"] == "complete", run
+    held = {d["uri"] for d in serve.api.get("/api/v1/sources/handbook/documents").json()["documents"]}
+    assert held == set(repo.files()) == {"README.md", "docs/backup.md", "docs/onboarding.md", "docs/fixed.md"}
