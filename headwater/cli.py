@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 import headwater.offline  # noqa: F401
-from headwater import cli_fleet, cli_push
+from headwater import cli_consolidate, cli_fleet, cli_push
 from headwater.cli_common import (AllowMassDeleteOpt, AllowPrivateAddressesOpt, ChromaPathOpt, CollectionOpt, ExcludeOpt,
                                   IncludeOpt, QueueUrlOpt, SourceIdOpt, announce_dead_letter, print_event_counts,
                                   configure_logging, resolve_connector, fail, cli_settings, err, out, stop_on_signals)
@@ -128,11 +128,29 @@ def sync(path: Annotated[str, typer.Argument(help="A folder, a source id from he
         connector = resolve_connector(path, settings, source_id, include, exclude, **web_options)
         with _progress_bars() as bars, open_engine(settings, _RichProgress(bars)) as engine:
             report = engine.sync(connector, allow_mass_delete=allow_mass_delete)
+            _consolidate_after_sync(engine, report)
         _record_cursor(settings, connector)
     except (HeadwaterError, ValueError) as exc:
         fail(exc)
     _print_report(report)
     raise typer.Exit(report.exit_code)
+
+
+def _consolidate_after_sync(engine: Any, report: SyncReport) -> None:
+    """With HEADWATER_CONSOLIDATE_AFTER_SYNC=true, a consolidation pass after a pass that changed something."""
+    from headwater.consolidation.config import ConsolidationSettings
+
+    config = ConsolidationSettings()
+    if config.after_sync:
+        from workers.consolidate import consolidate_after_sync
+
+        changed = bool(report.added or report.updated or report.moved or report.deleted)
+        done = consolidate_after_sync(engine, changed, config)
+        if done is not None:
+            err.print(f"consolidated: {done.written} knowledge records written, {done.removed} removed")
+
+
+app.command(name="consolidate")(cli_consolidate.consolidate)
 
 
 def _record_cursor(settings: Any, connector: Any) -> None:
@@ -205,10 +223,20 @@ def query(text: Annotated[str, typer.Argument(help="What to search for.")],
           source: Annotated[Optional[str], typer.Option("--source", help="Only this source id.")] = None,
           uri_prefix: Annotated[Optional[str], typer.Option("--uri-prefix", help="Only under this path.")] = None,
           where: Annotated[Optional[str], typer.Option("--where", help="A Chroma where filter, as JSON.")] = None,
-          as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+          as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+          knowledge: Annotated[bool, typer.Option("--knowledge", help="Search the consolidated knowledge collection (dense).")] = False) -> None:
     """Search the synced collection: hybrid (dense + SPLADE, fused by RRF) unless --mode says otherwise."""
     from headwater.retrieval import Filters, open_searcher
 
+    if knowledge:
+        from headwater.cli_consolidate import print_knowledge_hits, search_knowledge
+
+        try:
+            found = search_knowledge(cli_settings(collection, chroma_path), text, k)
+        except (HeadwaterError, ValueError) as exc:
+            fail(exc)
+        print_knowledge_hits(found, as_json)
+        return
     try:
         if mode not in ("dense", "sparse", "hybrid"):
             raise ValueError(f"--mode must be dense, sparse or hybrid, not {mode!r}")

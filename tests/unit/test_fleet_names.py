@@ -40,5 +40,11 @@ def test_live_changes_order_by_sequence_or_observation_time():
 
 def test_the_sweeper_is_scheduled_and_never_piles_up():
     schedule = beat_schedule(Settings(sweep_interval_seconds=7))
-    (entry,) = schedule.values()
+    entry = schedule["sweep-fleet-leases"]
     assert entry["task"] == names.SWEEP and entry["schedule"] == 7 and entry["options"]["expires"] == 7
+
+
+def test_consolidation_sweeps_are_scheduled_on_their_own_queue():
+    entry = beat_schedule(Settings())["sweep-consolidation"]
+    assert entry["task"] == names.CONSOLIDATE_SWEEP and entry["options"]["queue"] == names.CONSOLIDATE_QUEUE
+    assert entry["options"]["expires"] == entry["schedule"]

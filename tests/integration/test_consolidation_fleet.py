@@ -1,0 +1,76 @@
+"""Consolidation in the fleet: real Redis, a real `chroma run`, a worker and beat as processes.
+
+The fleet's writes schedule a pass on the consolidation queue; edits and deletes of sources in a
+later run update or remove the knowledge they backed.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from headwater.consolidation import knowledge as kn
+from tests.consolidation_corpus import EXACT, NEAR, write_corpus
+from tests.integration.fleet_harness import TEST_TIMING, FleetProcesses
+from tests.services import chroma_server, redis_server
+from workers.consolidate import last_report_key
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+COLLECTION = "consolidated"
+
+
+@pytest.fixture
+def fleet(tmp_path):
+    with redis_server(tmp_path) as redis_url, chroma_server(tmp_path) as (host, port):
+        processes = FleetProcesses(redis_url, host, port, tmp_path, timing={
+            **TEST_TIMING, "HEADWATER_CONSOLIDATE_ON_WRITE": "true", "HEADWATER_CONSOLIDATE_DEBOUNCE_SECONDS": "1",
+            # An endpoint nobody listens on: the three ambiguous pairs stay undecided; copies need no LLM.
+            "HEADWATER_CONSOLIDATE_LLM_URL": "http://127.0.0.1:9/v1", "HEADWATER_CONSOLIDATE_LLM_RETRIES": "0"})
+        processes.start_fleet()
+        yield processes
+        processes.stop()
+
+
+def _knowledge(fleet: FleetProcesses) -> dict[tuple[str, ...], dict]:
+    import chromadb
+
+    client = chromadb.HttpClient(host=fleet.host, port=fleet.port)
+    try:
+        collection = client.get_collection(COLLECTION + "__knowledge")
+    except Exception:  # noqa: BLE001  (not created yet)
+        return {}
+    got = collection.get(include=["metadatas"])
+    return {tuple(sorted(m[kn.URIS])): m for m in got["metadatas"]}
+
+
+def _wait_for(check, fleet: FleetProcesses, what: str, seconds: float = 240) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if check():
+            return
+        dead = [name for name, p in fleet.processes.items() if p.poll() is not None]
+        assert not dead, f"fleet processes exited: {dead}; see {fleet.logs}"
+        time.sleep(0.5)
+    raise AssertionError(f"{what} within {seconds}s; last report: {fleet.redis.get(last_report_key(COLLECTION))}")
+
+
+def test_fleet_writes_feed_consolidation_and_knowledge_follows_the_data(fleet, tmp_path):
+    docs = write_corpus(tmp_path / "docs")
+    client, run_id = fleet.queue_sync(COLLECTION, docs, "docs")
+    fleet.wait_for_run(client, run_id)
+    _wait_for(lambda: set(_knowledge(fleet)) == {tuple(sorted(EXACT)), tuple(sorted(NEAR))}, fleet,
+              "the fleet's writes were not consolidated")
+    report = json.loads(fleet.redis.get(last_report_key(COLLECTION)))
+    assert report["llm_pairs"] == 3 and report["llm_calls"] == 0
+    pointed = {m["uri"]: m.get(kn.KNOWLEDGE_IDS) for _, m in fleet.records(COLLECTION).values()}
+    assert pointed["handbook/vpn.md"] and pointed["misc/bread.md"] is None
+
+    (docs / "docs/it/vpn-setup.md").write_text("# VPN\n\nThe VPN moved to a new provider; see the portal.\n")
+    (docs / "wiki/ops/backups.md").unlink()
+    client, run_id = fleet.queue_sync(COLLECTION, docs, "docs")
+    fleet.wait_for_run(client, run_id)
+    _wait_for(lambda: not _knowledge(fleet), fleet, "knowledge of edited and deleted sources was not removed")
+    _wait_for(lambda: all(not m.get(kn.KNOWLEDGE_IDS) for _, m in fleet.records(COLLECTION).values()), fleet,
+              "source chunks still point at removed knowledge")

