@@ -113,7 +113,8 @@ class ConsolidationTrigger:
         self.redis, self.send, self.collection = redis, send, collection
         self.debounce = max(1.0, debounce_seconds)
 
-    def __call__(self, operation: str, ids: Sequence[str], metadatas: Sequence[dict[str, Any]] | None) -> None:
+    def __call__(self, operation: str, ids: Sequence[str], metadatas: Sequence[dict[str, Any]] | None,
+                 embeddings: Sequence[Any] | None = None) -> None:
         if operation not in ("upsert", "delete") or not ids:
             return  # metadata updates (consolidation's own pointers among them) change no knowledge
         from workers import names
@@ -165,5 +166,5 @@ def consolidation_trigger(redis: Any, send: Callable[..., None], collection: str
     """The fleet's observer for one collection, with the configured debounce (a no-op when turned off)."""
     config = ConsolidationSettings()
     if not config.on_write:
-        return lambda operation, ids, metadatas: None
+        return lambda operation, ids, metadatas, embeddings=None: None
     return ConsolidationTrigger(redis, send, collection, config.debounce_seconds)

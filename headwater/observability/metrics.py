@@ -66,7 +66,7 @@ def embedded(side: str, texts: int) -> None:
     CHUNKS.labels(side, "embedded").inc(texts)
 
 
-def written(operation: str, ids: Any, metadatas: Any) -> None:
+def written(operation: str, ids: Any, metadatas: Any, embeddings: Any = None) -> None:
     """A ChromaStore write observer: one call per batch sent to Chroma."""
     if operation == "upsert":
         UPSERT_BATCH.observe(len(ids))
