@@ -15,17 +15,18 @@ between any two of these leaves a lease that the sweeper re-drives (headwater.fl
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from time import perf_counter, thread_time
 from typing import Any
 
+from connectors.base import Discoverer
 from headwater import chroma_store as ckeys
 from headwater import outcomes
 from headwater.deletion_guard import check_deletions, likely_deletions
 from headwater.document_plan import DocumentFacts, plan_document, unchanged_by_version
-from connectors.base import Discoverer
 from headwater.errors import (ConfigurationError, DocumentUnchanged, DocumentVanished, ListingError,
                               PermanentDocumentError, RunDataMissing, SkippedDocument)
 from headwater.fleet import batches, keys

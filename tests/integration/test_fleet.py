@@ -378,14 +378,21 @@ def _chroma_processes(redis_url: str, own: dict, **timing: str) -> FleetProcesse
 def test_a_chroma_outage_of_30_seconds_mid_run(own, tmp_path):
     folder = tmp_path / "docs"
     write_corpus(folder, documents=12)
+    held = "runbook-11.md"
     with redis_server(own["root"], own["redis_port"]) as redis_url:
-        fleet_processes = _chroma_processes(redis_url, own)
+        fleet_processes = _chroma_processes(redis_url, own, HEADWATER_MAX_DELIVERIES="1000")
         try:
             with chroma_server(own["root"], own["chroma_port"]):
                 fleet_processes.start_fleet()
+                fleet = fleet_processes.client("outage")
+                # One document cannot get past its fetch while this is armed, so the run is unfinished
+                # when Chroma goes down by construction, not because the rest happened to be slow.
+                fleet.crash.arm("fetch.after_payload", times=1000, uri=held)
                 fleet, run_id = fleet_processes.queue_sync("outage", folder, "outage")
-                wait_until(lambda: fleet.runs.get(run_id).counters["indexed"] >= 2, 180, "the run to get going")
-            time.sleep(30)  # Chroma is down: reads and writes fail and are retried with backoff
+                wait_until(lambda: fleet.runs.get(run_id).counters["indexed"] >= 2
+                           and fleet.crash.remaining("fetch.after_payload") < 1000, 180, "the run to get going")
+            fleet.crash.arm("fetch.after_payload", times=0)  # Chroma is down: the held document needs it too
+            time.sleep(30)  # the outage: reads and writes fail and are retried with backoff
             assert not fleet.runs.get(run_id).status.finished
             with chroma_server(own["root"], own["chroma_port"]):
                 run = fleet_processes.wait_for_run(fleet, run_id, 400)
@@ -401,17 +408,23 @@ def test_a_flush_whose_chroma_stays_down_fails_its_documents_and_retry_recovers(
     with redis_server(own["root"], own["redis_port"]) as redis_url:
         fleet_processes = _chroma_processes(redis_url, own, HEADWATER_TASK_MAX_RETRIES="2",
                                             HEADWATER_RETRY_BACKOFF_MAX_SECONDS="1",
-                                            HEADWATER_FLUSH_DELAY_SECONDS="15")
+                                            HEADWATER_MAX_DELIVERIES="1000")
         try:
             with chroma_server(own["root"], own["chroma_port"]):
                 fleet_processes.start_fleet()
+                fleet = fleet_processes.client("down")
+                # Every write dies in hand while this is armed: the documents wait at their write,
+                # whatever the batch timing, until Chroma is gone.
+                fleet.crash.arm("flush.after_take", times=1000)
                 fleet, run_id = fleet_processes.queue_sync("down", folder, "down")
-                wait_until(lambda: set(fleet.runs.states(run_id).values()) == {"write"}, 120,
+                wait_until(lambda: set(fleet.runs.states(run_id).values()) == {"write"}
+                           and fleet.crash.remaining("flush.after_take") < 1000, 180,
                            "every document to wait for its write")
-            run = fleet_processes.wait_for_run(fleet, run_id, 120)  # Chroma is down for good
+            fleet.crash.arm("flush.after_take", times=0)  # Chroma is down for good
+            run = fleet_processes.wait_for_run(fleet, run_id, 120)
             assert run.status.value == "complete_with_errors", run.to_json()
             assert set(run.errors) == {f"runbook-{i}.md" for i in range(3)}
-            assert all("retries writing to Chroma" in reason for reason in run.errors.values())
+            assert all("retries writing to Chroma" in reason for reason in run.errors.values()), run.errors
             with chroma_server(own["root"], own["chroma_port"]):
                 again = retry_run(fleet, run_id)
                 assert fleet_processes.wait_for_run(fleet, again, 120).status.value == "complete"
