@@ -129,9 +129,49 @@ def test_compose_services_all_have_a_healthcheck_a_restart_policy_and_workers_a_
             assert service["stop_grace_period"] == "2m", f"{name} would be killed after docker's default 10 s"
 
 
+PROJECT = INFRA.parent
+PACKAGES = ("headwater", "connectors", "workers", "schedules")  # pyproject's packages
+
+
+def _settings_classes() -> list[type]:
+    """Every pydantic-settings class in the project's packages, found in the source (so a new one is covered)."""
+    import ast
+    import importlib
+
+    found = []
+    for package in PACKAGES:
+        for path in sorted((PROJECT / package).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ClassDef) and any(
+                        getattr(base, "id", getattr(base, "attr", None)) == "BaseSettings" for base in node.bases):
+                    module = ".".join(path.relative_to(PROJECT).with_suffix("").parts).removesuffix(".__init__")
+                    found.append(getattr(importlib.import_module(module), node.name))
+    return found
+
+
 def test_env_example_documents_every_setting():
+    from pydantic import SecretStr
+
+    from headwater.consolidation.config import ConsolidationSettings
     from headwater.settings import Settings
 
-    documented = set(re.findall(r"^#?\s*(HEADWATER_[A-Z0-9_]+)=", (INFRA / ".env.example").read_text(), re.MULTILINE))
-    wanted = {f"HEADWATER_{name.upper()}" for name in Settings.model_fields}
-    assert wanted - documented == set(), f"settings missing from infra/.env.example: {sorted(wanted - documented)}"
+    classes = _settings_classes()
+    assert {Settings, ConsolidationSettings} <= set(classes), f"the source scan found only {classes}"
+    text = (INFRA / ".env.example").read_text()
+    lines = text.splitlines()
+    documented = {m.group(1): (i, m.group(2)) for i, line in enumerate(lines)
+                  if (m := re.match(r"^#?\s*(HEADWATER_[A-Z0-9_]+)=(.*)$", line))}
+    for cls in classes:
+        prefix = cls.model_config["env_prefix"]
+        assert prefix.startswith("HEADWATER_"), f"{cls.__name__} reads {prefix}*: keep settings under HEADWATER_"
+        wanted = {f"{prefix}{name.upper()}": field for name, field in cls.model_fields.items()}
+        missing = sorted(set(wanted) - set(documented))
+        assert not missing, f"{cls.__name__} settings missing from infra/.env.example: {missing}"
+        for var, field in wanted.items():
+            index, value = documented[var]
+            if field.annotation is not None and SecretStr in (getattr(field.annotation, "__args__", None) or (field.annotation,)):
+                note = lines[index + 1] if index + 1 < len(lines) else ""
+                assert note.startswith("# (secret"), f"{var} is a secret: the line after it must say (secret)"
+                if field.default is None:
+                    assert value == "", f"{var} is a secret: .env.example must not give it a value"
