@@ -25,6 +25,8 @@ from headwater.models import DocumentChange, Op
 
 KIND = "s3"
 log = logging.getLogger(__name__)
+# The order space of changes ordered by S3's sequencer (DocumentChange.order_space).
+SEQUENCER_SPACE = "s3-sequencer"
 
 # Error codes that mean "this object is not there (any more)".
 _MISSING = {"NoSuchKey", "404", "NotFound"}
@@ -287,16 +289,21 @@ class S3Connector:
             if event.kind == CREATED:
                 change = DocumentChange(self.source_id, event.key, Op.UPSERT,
                                         version=object_version(event.etag, event.size, event.version_id),
-                                        sequence=event.sequencer)
+                                        sequence=event.sequencer, order_space=SEQUENCER_SPACE)
             else:
-                change = DocumentChange(self.source_id, event.key, Op.DELETE, sequence=event.sequencer)
+                change = DocumentChange(self.source_id, event.key, Op.DELETE, sequence=event.sequencer,
+                                        order_space=SEQUENCER_SPACE)
             ordered[event.key] = change
         for key in sorted(by_state - set(ordered)):
             ordered[key] = self.current_state(key)
         return list(ordered.values()), counts, advanced
 
     def current_state(self, key: str) -> DocumentChange:
-        """What the object is now: an upsert of its current version, or a delete; ordered by when it was seen."""
+        """What the object is now: an upsert of its current version, or a delete; ordered by when it was seen.
+
+        Its order key is a time, in the default order space, never compared with sequencers: which
+        of a HEAD and an event came first cannot be known, and each is right about its own moment.
+        """
         seen = f"{time.time_ns():020d}"
         try:
             head = self._call(key, self.client.head_object, Bucket=self.bucket, Key=key)

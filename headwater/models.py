@@ -26,6 +26,10 @@ class DocumentChange:
     # Orders changes of one uri (live changes): fixed width, so a greater string is a later change
     # (S3's sequencer, a file's mtime in ns, a commit's position). Defaults to when it was observed.
     sequence: str | None = None
+    # Which order keys `sequence` may be compared with: changes of one uri are ordered only against
+    # changes of the same space. "" is time-like keys (20-digit ns); S3's sequencers are a space of
+    # their own, since a hex sequencer and a time say nothing about each other.
+    order_space: str = ""
 
     @property
     def order_key(self) -> str:

@@ -31,11 +31,21 @@ def enqueue_changes(fleet: Fleet, spec: dict[str, Any], target: Target, changes:
     one, and a delete overtaken by a later upsert loses when its write comes (the write checks
     again). Returns the run id, or None when every change was a duplicate or stale.
     """
-    latest = {c.uri: c for c in sorted(changes, key=lambda c: c.order_key)}
-    accepted = [c for c in latest.values() if fleet.runs.accept_live(spec["id"], c)]
+    accepted = [c for c in newest_per_uri(changes) if fleet.runs.accept_live(spec["id"], c)]
     if not accepted:
         return None
     return _create(fleet, spec, target, "live", changes=accepted)
+
+
+def newest_per_uri(changes: list[DocumentChange]) -> list[DocumentChange]:
+    """One change per uri: the newest by order key within an order space; where a uri has changes in
+    two spaces (which cannot be compared), the one given later stands for it."""
+    latest: dict[str, DocumentChange] = {}
+    for change in changes:
+        held = latest.get(change.uri)
+        if held is None or held.order_space != change.order_space or change.order_key >= held.order_key:
+            latest[change.uri] = change
+    return list(latest.values())
 
 
 def retry_run(fleet: Fleet, run_id: str) -> str:

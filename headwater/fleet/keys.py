@@ -22,9 +22,12 @@
     headwater:source:{id}:written-by    HASH  uri -> seq of the newest run that wrote it
     headwater:source:{id}:latest        HASH  uri -> order key of the newest live change accepted
     headwater:source:{id}:written-order HASH  uri -> order key of the newest live change written
+    headwater:source:{id}:{latest,written-order}:{space}  HASH  the same, for changes of another order
+                                        space (S3 sequencers), never compared with the default space's
     headwater:source:{id}:skipped       HASH  uri -> version that was skipped (not read again unchanged)
     headwater:source:{id}:crawl-pages   HASH  url -> a web page's validators, version and links (headwater.fleet.crawl)
     headwater:source:{id}:crawl-robots  HASH  host -> the robots.txt a web run's listing read
+    headwater:source:{id}:crawl-lastmod HASH  url -> the lastmod a web run's listing read from the sitemaps
     headwater:crawl:host:{host}:last    STR   when the last request to a web host started (shared pacing)
     headwater:run:{run}:depth           HASH  uri -> links away from a seed, for a crawl's max_depth
     headwater:vec:{model}:{hash}        STR   vector cache by model identity and chunk content hash

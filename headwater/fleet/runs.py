@@ -252,8 +252,12 @@ class RunStore:
         return bool(self._claim(keys=[keys.source(source_id, "written-by")], args=[uri, seq]))
 
     def accept_live(self, source_id: str, change: DocumentChange) -> bool:
-        """Whether a live change is newer than every change of its uri accepted before (duplicates are not)."""
-        return bool(self._accept(keys=[keys.source(source_id, "latest")], args=[change.uri, change.order_key]))
+        """Whether a live change is newer than every change of its uri accepted before (duplicates are not).
+
+        Compared only with changes of the same order space (one hash per space): an S3 sequencer
+        held against a 20-digit time would drop every later event of the key, or every later HEAD.
+        """
+        return bool(self._accept(keys=[_order_hash(source_id, "latest", change)], args=[change.uri, change.order_key]))
 
     def claim_order(self, source_id: str, change: DocumentChange) -> bool:
         """Whether a live change may write its document: no newer change of the uri has been written.
@@ -261,7 +265,13 @@ class RunStore:
         Checked at write time, not acceptance: an older change whose run read the newer bytes may
         write them (a newer run deduplicated against it), but never after a newer change wrote.
         """
-        return bool(self._order(keys=[keys.source(source_id, "written-order")], args=[change.uri, change.order_key]))
+        return bool(self._order(keys=[_order_hash(source_id, "written-order", change)],
+                                args=[change.uri, change.order_key]))
+
+
+def _order_hash(source_id: str, part: str, change: DocumentChange) -> str:
+    """The hash of order keys a change is compared in: the default space's, or its own space's."""
+    return keys.source(source_id, f"{part}:{change.order_space}" if change.order_space else part)
 
 
 def _text(value: Any) -> str:

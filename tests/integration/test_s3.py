@@ -431,6 +431,44 @@ def test_fleet_duplicated_and_reordered_events_converge(aws, fleet, tmp_path):
     assert len(runs) < len(shuffled)  # duplicates and late events were dropped at the door
 
 
+def test_a_head_resolved_change_does_not_hide_later_sequencer_events(aws, tmp_path):
+    """A source gets events without a sequencer (resolved by a HEAD, keyed by a 20-digit time) and with
+    one (S3's hex sequencer) for the same key: the fleet's Redis must order each kind only among its own
+    kind. Held in one order, the time sorted above AWS's "00..." sequencers and every later event of the
+    key was dropped as stale (and after a sequencer above "1...", every later HEAD)."""
+    import redis
+
+    from connectors.s3_events import parse_message
+    from headwater.fleet.runs import RunStore
+
+    s3, bucket = aws["s3"], "mixed-order"
+    new_bucket(aws, bucket, notify=False)
+    connector = S3Connector("mixed", bucket, "", endpoint_url=aws["endpoint"])
+
+    def change(sequencer: str | None):  # noqa: ANN202
+        head = s3.head_object(Bucket=bucket, Key="a.md")
+        body = s3_event(bucket, "a.md", "ObjectCreated:Put", sequencer, head["ETag"].strip('"'), head["ContentLength"])
+        [made], _, _ = connector.changes_for(parse_message(body).events)
+        return made
+
+    with redis_server(tmp_path) as url:
+        runs = RunStore(redis.Redis.from_url(url))
+        s3.put_object(Bucket=bucket, Key="a.md", Body=note("mixed ordering", 1))
+        observed = change(None)  # a HEAD
+        assert runs.accept_live("mixed", observed) and runs.claim_order("mixed", observed)
+        s3.put_object(Bucket=bucket, Key="a.md", Body=note("mixed ordering", 2))
+        sequenced = change("0055AED6DCD90281E5")
+        assert runs.accept_live("mixed", sequenced), "a sequencer event after a HEAD-resolved change was dropped"
+        assert runs.claim_order("mixed", sequenced), "a sequencer event after a HEAD-resolved change may not write"
+        # Sequencers still order among themselves: a duplicate and an older event are stale.
+        assert not runs.accept_live("mixed", sequenced)
+        assert not runs.accept_live("mixed", change("0055AED6DCD90281E4"))
+        # The other way round: after a sequencer that sorts above any time, a HEAD still counts.
+        assert runs.accept_live("mixed", change("5F00AED6DCD90281E5"))
+        later = change(None)
+        assert runs.accept_live("mixed", later) and runs.claim_order("mixed", later)
+
+
 # Webhook ----------------------------------------------------------------------------------------
 
 

@@ -118,3 +118,26 @@ def test_spec_never_carries_credentials_and_rebuilds_the_same_connector(monkeypa
 def test_a_misspelt_option_is_an_error():
     with pytest.raises(ValueError, match="unknown option.*max_object_size"):
         S3Connector("s", "bucket", max_object_size=3)
+
+
+def test_sequencer_changes_and_head_resolved_changes_are_ordered_apart():
+    # A HEAD-resolved change is keyed by a 20-digit time: as a string it sorts above AWS's sequencers
+    # ("00..."), so held in one order with them it made every later event of the key look stale.
+    import time
+
+    from connectors.s3 import SEQUENCER_SPACE
+    from headwater.fleet.enqueue import newest_per_uri
+    from headwater.models import DocumentChange
+
+    connector = S3Connector("s", "b", "docs")
+    early, late = (parse_message(json.dumps({"Records": [record(sequencer=s)]})).events[0]
+                   for s in ("0055AED6DCD90281E5", "0055AED6DCD90281E6"))
+    [sequenced], _, _ = connector.changes_for([early])
+    observed = DocumentChange("s", "docs/a.md", Op.UPSERT, sequence=f"{time.time_ns():020d}")  # as current_state keys it
+    assert observed.order_key > sequenced.order_key  # why the two may never share one order
+    assert sequenced.order_space == SEQUENCER_SPACE and observed.order_space == ""
+    assert DocumentChange.from_json(sequenced.to_json()) == sequenced  # the space travels with the change
+    [newer], _, _ = connector.changes_for([late])
+    # Within a space the newest wins; across spaces the one given later stands for the uri.
+    assert newest_per_uri([newer, sequenced]) == [newer]
+    assert newest_per_uri([sequenced, observed]) == [observed] and newest_per_uri([observed, newer]) == [newer]
