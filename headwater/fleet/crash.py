@@ -1,9 +1,15 @@
 """Named crash points between the fleet's state changes, for tests that kill a worker exactly there.
 
 With HEADWATER_TEST_CRASH_POINTS=1 a worker checks, at each named point, whether a test armed it
-(headwater:test:crash:<point> holds how many more times to crash; <point>:uri optionally limits it
-to one document), and SIGKILLs its own process: no cleanup, no acknowledgement, exactly what a
-node preemption or an OOM kill does. Off (the default), a point costs one attribute check.
+(headwater:test:crash:<point> holds how many more times to act; <point>:uri optionally limits it
+to one document), and does what the point was armed for (<point>:action):
+
+  kill  SIGKILL its own process: no cleanup, no acknowledgement, exactly what a node preemption
+        or an OOM kill does (the default);
+  fail  raise InjectedFault, a transient error, as if Chroma, Redis or the source blinked: the
+        step is retried like any other.
+
+Off (the default), a point costs one attribute check.
 """
 
 from __future__ import annotations
@@ -12,7 +18,16 @@ import os
 import signal
 from typing import Any
 
+from headwater.errors import RetryableError
 from headwater.fleet import keys
+
+KILL, FAIL = "kill", "fail"
+ACTIONS = (KILL, FAIL)
+
+
+class InjectedFault(RetryableError):
+    """What a point armed to `fail` raises: a transient error, retried like a real one."""
+
 
 # Every point, in pipeline order; the crash-point test matrix runs once per name.
 POINTS = (
@@ -33,24 +48,32 @@ class CrashPoints:
         self.enabled = enabled
 
     def reached(self, point: str, uri: str | None = None) -> None:
-        """SIGKILL this process if a test armed `point` (for this uri, when it names one)."""
+        """Kill this process, or raise, if a test armed `point` (for this uri, when it names one)."""
         if not self.enabled:
             return
         assert point in POINTS, f"unknown crash point {point}"
-        only = self.redis.get(keys.crash_point(point) + ":uri")
+        key = keys.crash_point(point)
+        only = self.redis.get(key + ":uri")
         if only is not None and (uri is None or only.decode() != uri):
             return
-        if self.redis.decr(keys.crash_point(point)) >= 0:
-            os.kill(os.getpid(), signal.SIGKILL)
+        if self.redis.decr(key) < 0:
+            return
+        action = (self.redis.get(key + ":action") or KILL.encode()).decode()
+        if action == FAIL:
+            raise InjectedFault(f"a test armed {point} to fail")
+        os.kill(os.getpid(), signal.SIGKILL)
 
-    def arm(self, point: str, times: int = 1, uri: str | None = None) -> None:
-        """Make the next `times` arrivals at `point` (of `uri`, when given) kill their worker."""
+    def arm(self, point: str, times: int = 1, uri: str | None = None, action: str = KILL) -> None:
+        """Make the next `times` arrivals at `point` (of `uri`, when given) kill their worker or fail."""
         assert point in POINTS, f"unknown crash point {point}"
-        self.redis.set(keys.crash_point(point), times)
+        assert action in ACTIONS, f"unknown crash point action {action}"
+        key = keys.crash_point(point)
+        self.redis.set(key + ":action", action)
         if uri is not None:
-            self.redis.set(keys.crash_point(point) + ":uri", uri)
+            self.redis.set(key + ":uri", uri)
         else:
-            self.redis.delete(keys.crash_point(point) + ":uri")
+            self.redis.delete(key + ":uri")
+        self.redis.set(key, times)
 
     def remaining(self, point: str) -> int:
         return int(self.redis.get(keys.crash_point(point)) or 0)

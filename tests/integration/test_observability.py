@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from headwater.fleet import crash
 from headwater.fleet.context import local_target
 from headwater.fleet.enqueue import enqueue_changes
 from headwater.models import DocumentChange, Op
@@ -95,6 +96,14 @@ def _series(text: str) -> set[str]:
     return {line.split("{")[0].split(" ")[0] for line in text.splitlines() if line and not line.startswith("#")}
 
 
+def _samples(text: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    """The samples of one series: sorted label pairs -> value."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {tuple(sorted(sample.labels.items())): sample.value for family in text_string_to_metric_families(text)
+            for sample in family.samples if sample.name == name}
+
+
 def test_a_failing_task_reports_a_scrubbed_event_and_metrics_cover_a_fleet_sync(tmp_path):
     with DsnReceiver() as receiver, redis_server(tmp_path) as redis_url, chroma_server(tmp_path) as (host, port):
         metrics_port = free_port()
@@ -114,8 +123,11 @@ def test_a_failing_task_reports_a_scrubbed_event_and_metrics_cover_a_fleet_sync(
             locked = folder / "locked.md"  # a document that fails: the worker may not read it
             locked.write_text("# Locked\n")
             locked.chmod(0)
+            # One document's first fetch fails transiently (an injected RetryableError): it is retried, once.
+            processes.client("observed").crash.arm("fetch.after_payload", uri="runbook-2.md", action=crash.FAIL)
             fleet, run_id = processes.queue_sync("observed", folder, "docs")
             assert processes.wait_for_run(fleet, run_id).status.value == "complete_with_errors"
+            assert fleet.crash.remaining("fetch.after_payload") <= 0, "the injected fault was never reached"
             (folder / "runbook-0.md").write_text("# Runbook 0\n\nChanged after the full run.\n")
             live = enqueue_changes(fleet, spec(folder, "docs"), local_target(fleet.settings),
                                    [DocumentChange("docs", "runbook-0.md", Op.UPSERT, version="edited")])
@@ -155,6 +167,22 @@ def test_a_failing_task_reports_a_scrubbed_event_and_metrics_cover_a_fleet_sync(
     assert 'headwater_task_failures_total{reason="TypeError",task="fetch"} 1.0' in worker_metrics
     assert 'headwater_task_failures_total{reason="PermanentDocumentError",task="fetch"} 1.0' in worker_metrics
     assert 'headwater_documents_total{outcome="failed",stage="fetch"} 1.0' in worker_metrics
+    # The injected transient fault was retried once, under its exception class, and the document got in.
+    assert _samples(worker_metrics, "headwater_task_retries_total") \
+        .get((("reason", "InjectedFault"), ("task", "fetch"))) == 1.0, "the fetch retry was not counted"
+    # Chunks per stage: both embedding sides embedded the same new texts, the write wrote them, and the
+    # embed batch histograms (per side) add up to what each side embedded.
+    chunks = _samples(worker_metrics, "headwater_chunks_total")
+    dense = chunks.get((("outcome", "embedded"), ("stage", "dense")), 0)
+    sparse = chunks.get((("outcome", "embedded"), ("stage", "sparse")), 0)
+    written = chunks.get((("outcome", "written"), ("stage", "write")), 0)
+    assert dense > 0 and dense == sparse, chunks
+    assert written >= dense, chunks
+    batch_sums = _samples(worker_metrics, "headwater_embed_batch_size_sum")
+    batch_counts = _samples(worker_metrics, "headwater_embed_batch_size_count")
+    for side, embedded in (("dense", dense), ("sparse", sparse)):
+        assert batch_sums.get((("side", side),)) == embedded, batch_sums
+        assert batch_counts.get((("side", side),), 0) >= 1, batch_counts
     for queue in names.ALL_QUEUES:
         assert f'headwater_queue_depth{{queue="{queue}"}}' in worker_metrics
         assert f'headwater_queue_depth{{queue="{queue}"}}' in app_metrics
