@@ -169,6 +169,28 @@ def test_a_missing_bucket_is_one_clear_error_and_exit_1(aws, tmp_path):
     assert SECRET not in done.stdout + done.stderr
 
 
+def test_sync_command_indexes_a_prefix_and_exits_0(aws, tmp_path):
+    s3, bucket = aws["s3"], "cli-sync"
+    new_bucket(aws, bucket, notify=False)
+    s3.put_object(Bucket=bucket, Key="docs/guide.md", Body=GUIDE)
+    s3.put_object(Bucket=bucket, Key="docs/sub/restore.md", Body=note("restoring backups"))
+    s3.put_object(Bucket=bucket, Key="other/outside.md", Body=note("outside the prefix"))
+    env = {**os.environ, "AWS_ENDPOINT_URL": aws["endpoint"], "HEADWATER_CHROMA_PATH": str(tmp_path / "chroma"),
+           "HEADWATER_COLLECTION": "cli-synced", "COLUMNS": "200"}
+    done = subprocess.run([sys.executable, "-m", "headwater.cli", "sync", f"s3://{bucket}/docs"], env=env,
+                          capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "Sync of s3://cli-sync/docs" in done.stdout and "failed    │ 0" in done.stdout, done.stdout[-3000:]
+    assert SECRET not in done.stdout + done.stderr
+    from headwater.chroma_store import ChromaStore
+    from headwater.settings import Settings
+
+    store = ChromaStore.from_settings(Settings(chroma_path=tmp_path / "chroma", collection="cli-synced"), create=False)
+    metadatas = store.collection.get(include=["metadatas"])["metadatas"]
+    assert {m["uri"] for m in metadatas} == {"docs/guide.md", "docs/sub/restore.md"}
+    assert {m["url"] for m in metadatas} == {f"s3://{bucket}/docs/guide.md", f"s3://{bucket}/docs/sub/restore.md"}
+
+
 @contextmanager
 def enforced_auth(aws):
     """moto checks IAM from here on: a user who may do anything in S3 except read one key; yields its keys."""
@@ -203,6 +225,14 @@ def test_access_denied_on_one_object_and_refused_credentials(aws, make_harness, 
         with pytest.raises(ConfigurationError) as refused:
             connector.check()
         assert "credentials were refused" in str(refused.value) and "wrong-secret" not in str(refused.value)
+        # The command line: one clear error at start, exit code 1, no secret anywhere in its output.
+        env = {**os.environ, "AWS_ENDPOINT_URL": aws["endpoint"], "HEADWATER_CHROMA_PATH": str(tmp_path / "cli-chroma")}
+        done = subprocess.run([sys.executable, "-m", "headwater.cli", "sync", f"s3://{bucket}/docs"], env=env,
+                              capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        output = done.stdout + done.stderr
+        assert done.returncode == 1, output[-3000:]
+        assert output.count("credentials were refused") == 1 and "Traceback" not in output, output[-3000:]
+        assert "wrong-secret-value-never-logged" not in output and SECRET not in output and secret not in output
 
         from connectors.s3 import aws_client
         aws_client.cache_clear()
@@ -342,6 +372,36 @@ def test_duplicated_and_reordered_events_converge_on_the_newest_object(aws, make
     assert set(texts) == {"r/versions.md", "r/no sequencer.md"}
     assert "revision 3" in texts["r/versions.md"] and "revision 2" in texts["r/no sequencer.md"]
     assert consumer.counts["stale"] > 0
+
+
+def test_an_event_for_an_object_already_deleted_removes_it_and_fails_nothing(aws, make_harness, tmp_path):
+    s3, sqs, bucket = aws["s3"], aws["sqs"], "deleted-before-read"
+    new_bucket(aws, bucket, notify=False)  # only the events published below reach the queue
+    queue_url = sqs.create_queue(QueueName="deleted-before-read-events")["QueueUrl"]
+    harness = make_harness(tmp_path)
+    connector = S3Connector("deleted", bucket, "docs", endpoint_url=aws["endpoint"])
+    for key in ("docs/indexed.md", "docs/kept.md"):
+        s3.put_object(Bucket=bucket, Key=key, Body=note(key))
+    assert harness.engine.sync(connector).added == 2
+    events = []
+    for key, sequencer in (("docs/indexed.md", "0062E99A88DC407460"), ("docs/never indexed.md", None)):
+        put = s3.put_object(Bucket=bucket, Key=key, Body=note("deleted before its event is read"))
+        events.append(s3_event(bucket, key, "ObjectCreated:Put", sequencer, put["ETag"].strip('"'),
+                               len(note("deleted before its event is read"))))
+        s3.delete_object(Bucket=bucket, Key=key)
+    for body in events:  # the Put events arrive only now, after the deletes (with and without a sequencer)
+        sqs.send_message(QueueUrl=queue_url, MessageBody=body)
+    reports = []
+    consumer = QueueConsumer(connector, queue_url, lambda changes: reports.append(harness.engine.apply(connector, changes)))
+    drain(consumer)
+    assert reports and not any(report.failed for report in reports), reports
+    # The event's object is gone when it is read: its chunks go, and the report says why.
+    skipped = {uri: reason for report in reports for uri, reason in report.skipped.items()}
+    assert "removed before it could be read" in skipped.get("docs/indexed.md", ""), reports
+    assert sum(report.chunks_deleted for report in reports) >= 1, reports
+    assert set(texts_by_uri(embedded_records(harness))) == {"docs/kept.md"}
+    attributes = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["All"])["Attributes"]
+    assert attributes["ApproximateNumberOfMessages"] == "0" and attributes["ApproximateNumberOfMessagesNotVisible"] == "0"
 
 
 def test_an_object_deleted_while_the_consumer_was_down_is_removed_by_reconciliation(aws, make_harness, tmp_path):
