@@ -4,7 +4,9 @@ Three nets, widest last: values of known secrets (every SecretStr setting, and e
 variables whose names say they hold one) are replaced wherever they appear; values under keys
 that name a secret (token, password, authorization...) are replaced whole; and patterns of
 credentials (passwords in URLs, bearer tokens, cloud and Git host keys, webhook signatures)
-are cut out of any string.
+are cut out of any string. A query string (or any other percent-encoded text) carries secrets
+encoded: known secrets are also replaced in their encoded forms, and a string that decodes to
+something with a secret in it is reported decoded, with the secret cut out.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import os
 import re
 from collections.abc import Iterable
 from typing import Any
+from urllib.parse import quote, quote_plus, unquote_plus
 
 FILTERED = "[Filtered]"
 
@@ -63,9 +66,21 @@ class Scrubber:
     """Replaces secrets in strings and nested structures (dicts, lists, tuples)."""
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
-        self.secrets = sorted({s for s in secrets if s and len(s) >= _MIN_SECRET}, key=len, reverse=True)
+        plain = {s for s in secrets if s and len(s) >= _MIN_SECRET}
+        encoded = {form for s in plain for form in (quote(s, safe=""), quote_plus(s), quote(s))}
+        self.secrets = sorted(plain | encoded, key=len, reverse=True)
 
     def text(self, value: str) -> str:
+        value = self._plain_text(value)
+        if "%" in value or "+" in value:
+            # Known secrets are gone in every form by now, so decoding cannot bring one back mangled.
+            decoded = unquote_plus(value)
+            cleaned = self._plain_text(decoded)
+            if cleaned != decoded:
+                return cleaned
+        return value
+
+    def _plain_text(self, value: str) -> str:
         for secret in self.secrets:
             if secret in value:
                 value = value.replace(secret, FILTERED)

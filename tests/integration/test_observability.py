@@ -6,12 +6,14 @@ The DSN is a tiny HTTP receiver on loopback that keeps every envelope the SDK po
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import http.server
 import json
 import threading
 import zlib
 from pathlib import Path
+from urllib.parse import quote, quote_plus
 
 import httpx
 import pytest
@@ -21,6 +23,7 @@ from headwater.fleet.context import local_target
 from headwater.fleet.enqueue import enqueue_changes
 from headwater.models import DocumentChange, Op
 from tests.integration.fleet_harness import FleetProcesses
+from tests.integration.http_harness import TOKEN as SERVE_TOKEN
 from tests.integration.http_harness import ServeProcess
 from tests.integration.test_fleet import spec, write_corpus
 from tests.services import chroma_server, free_port, redis_server, wait_until
@@ -92,6 +95,11 @@ class DsnReceiver:
         return found
 
 
+def _errors(receiver: DsnReceiver, component: str) -> list[dict]:
+    """The events of one component (serve, worker) that carry an exception, oldest first."""
+    return [e for e in receiver.events() if e.get("exception") and e.get("tags", {}).get("component") == component]
+
+
 def _series(text: str) -> set[str]:
     return {line.split("{")[0].split(" ")[0] for line in text.splitlines() if line and not line.startswith("#")}
 
@@ -105,7 +113,8 @@ def _samples(text: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
 
 
 def test_a_failing_task_reports_a_scrubbed_event_and_metrics_cover_a_fleet_sync(tmp_path):
-    with DsnReceiver() as receiver, redis_server(tmp_path) as redis_url, chroma_server(tmp_path) as (host, port):
+    with DsnReceiver() as receiver, redis_server(tmp_path) as redis_url, contextlib.ExitStack() as chroma:
+        host, port = chroma.enter_context(chroma_server(tmp_path))  # stopped early: serve's failing request
         metrics_port = free_port()
         processes = FleetProcesses(redis_url, host, port, tmp_path)
         processes.env.update({
@@ -114,7 +123,9 @@ def test_a_failing_task_reports_a_scrubbed_event_and_metrics_cover_a_fleet_sync(
             "HEADWATER_GITHUB_WEBHOOK_SECRET": WEBHOOK_SECRET,
             "HEADWATER_METRICS_PORT": str(metrics_port), "HEADWATER_LOG_FORMAT": "json"})
         serve = ServeProcess(tmp_path, {"HEADWATER_REDIS_URL": redis_url, "HEADWATER_CHROMA_HOST": host,
-                                        "HEADWATER_CHROMA_PORT": str(port)})
+                                        "HEADWATER_CHROMA_PORT": str(port), "HEADWATER_COLLECTION": "observed",
+                                        "HEADWATER_SENTRY_DSN": receiver.dsn, "HEADWATER_SENTRY_ENVIRONMENT": "staging",
+                                        "AWS_SECRET_ACCESS_KEY": S3_SECRET})
         try:
             processes.start_worker("worker")
             serve.start()
@@ -137,24 +148,40 @@ def test_a_failing_task_reports_a_scrubbed_event_and_metrics_cover_a_fleet_sync(
             leaky = (f"redis://:{REDIS_PASSWORD}@redis:6379/0 Bearer {ADMIN_TOKEN} {GITHUB_TOKEN} "
                      f"aws_secret_access_key={S3_SECRET} secret={WEBHOOK_SECRET}")
             create_app(fleet.settings).send_task(names.FETCH, args=[run_id, "runbook-1.md", leaky], queue=names.FETCH_QUEUE)
-            wait_until(lambda: any(e.get("exception") for e in receiver.events()), 60, "the error event")
+            wait_until(lambda: _errors(receiver, "worker"), 60, "the worker's error event")
 
             worker_metrics = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).text
             app_metrics = serve.api.get("/metrics").text
+
+            # A request that fails inside its route (FastAPI integration): search once the Chroma server
+            # is gone, with secrets in its query string and the admin token in its Authorization header.
+            found = serve.api.get("/api/v1/search", params={"q": "rotate the deployment token"})
+            assert found.status_code == 200 and found.json(), found.text  # the searcher is open, Chroma up
+            chroma.close()
+            query = f"token {SERVE_TOKEN} {GITHUB_TOKEN} aws_secret_access_key={S3_SECRET}"
+            failed = serve.api.get("/api/v1/search", params={"q": query})
+            assert failed.status_code == 500, f"{failed.status_code}: {failed.text[:500]}"
+            wait_until(lambda: _errors(receiver, "serve"), 60, "serve's error event")
         finally:
             serve.stop()
             processes.stop()
 
     raw = "\n".join(receiver.bodies)
-    for secret in SECRETS:
-        assert secret not in raw, "a secret reached the DSN"
-    (event,) = [e for e in receiver.events() if e.get("exception")][:1]
+    for secret in (*SECRETS, SERVE_TOKEN):  # as sent, and as a query string carries it
+        for form in {secret, quote(secret, safe=""), quote_plus(secret)}:
+            assert form not in raw, "a secret reached the DSN"
+    (event,) = _errors(receiver, "worker")[:1]
     assert event["exception"]["values"][-1]["type"] == "TypeError"
     assert "[Filtered]" in raw  # the arguments were sent, with the secrets cut out
     tags = event["tags"]
     assert tags["run_id"] == run_id and tags["document"] == "runbook-1.md" and tags["source_id"] == "docs"
     assert tags["component"] == "worker" and tags["task"] == names.FETCH
     assert event["environment"] == "staging" and event["release"].startswith("headwater@")
+    (served,) = _errors(receiver, "serve")[:1]
+    assert served["tags"]["component"] == "serve" and served["environment"] == "staging"
+    assert served["release"].startswith("headwater@")
+    assert served["request"]["url"].endswith("/api/v1/search"), served["request"]
+    assert "[Filtered]" in json.dumps(served["request"])  # the request was sent, with its secrets cut out
 
     worker_series = _series(worker_metrics)
     for name in ("headwater_documents_total", "headwater_chunks_total", "headwater_stage_seconds_bucket",

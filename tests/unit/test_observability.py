@@ -46,6 +46,19 @@ def test_secrets_are_cut_out_of_strings_nested_values_and_secret_named_keys():
     assert "notes/author.md" in scrubbed and '"bucket": "docs"' in scrubbed  # ordinary values stay
 
 
+def test_percent_encoded_secrets_are_cut_out_of_query_strings():
+    from urllib.parse import urlencode
+
+    scrub = _scrubber(AWS_SECRET_ACCESS_KEY="wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY")
+    query = urlencode({"q": "admin-token-123456 wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY redis://:other-pass@h/0 "
+                            "token abcdefghijklmnop", "k": "5"})
+    scrubbed = scrub.text(query)
+    for secret in ("admin-token-123456", "wJalrXUtnFEMI", "bPxRfiCYEXAMPLEKEY", "other-pass", "abcdefghijklmnop"):
+        assert secret not in scrubbed, scrubbed
+    assert "k=5" in scrubbed  # the rest of the query stays readable
+    assert scrub.text("path%20with%20spaces?page=2+3") == "path%20with%20spaces?page=2+3"  # nothing secret: as is
+
+
 def test_before_send_adds_the_context_ids_as_tags_and_scrubs():
     before_send = make_before_send(_scrubber())
     with context.bound(run_id="r1", source_id="docs", document="a.md"):
