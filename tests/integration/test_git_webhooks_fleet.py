@@ -1,5 +1,7 @@
 """POST /webhooks/github in fleet mode: serve fetches and diffs each push and queues it as live changes for
-real worker and beat processes over a private Redis and a `chroma run` (sources in the real PostgreSQL)."""
+real worker and beat processes over a private Redis and a `chroma run`. Sources, cursors and delivery ids
+live in a SQLite file here, so this never skips; tests/integration/test_source_store.py covers the same
+store on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -8,7 +10,6 @@ import pytest
 from tests.git_repos import Repository, delivery, push_payload
 from tests.integration.fleet_harness import TEST_TIMING, FleetProcesses
 from tests.integration.http_harness import ServeProcess
-from tests.integration.postgres import postgres_database
 from tests.integration.test_git_webhooks import OTHER_SECRET, SECRET, git_source_toml, seed
 from tests.services import chroma_server, redis_server, wait_until
 
@@ -23,7 +24,8 @@ def fleet_git_serve(tmp_path_factory):
     seed(repo)
     (work / "headwater.toml").write_text(git_source_toml("handbook", repo, "HANDBOOK_HOOK_SECRET", COLLECTION),
                                          encoding="utf-8")
-    with postgres_database() as database, redis_server(work) as redis_url, chroma_server(work) as (host, port):
+    database = f"sqlite:///{work / 'sources.sqlite3'}"
+    with redis_server(work) as redis_url, chroma_server(work) as (host, port):
         fleet = FleetProcesses(redis_url, host, port, work, timing=TEST_TIMING)
         # Workers read the repository through their own cache (as on another host).
         fleet.env["HEADWATER_GIT_CACHE_DIR"] = str(work / "worker-git-cache")
