@@ -5,14 +5,16 @@ pass crawls from the start URLs and the sitemaps (those named in the options and
 within the allowed hosts, the include/exclude patterns, robots.txt, the depth and the page limit.
 A page that answers 304 is unchanged and never read; 404 and 410 leave it out of the listing, so
 the pass deletes it; a page that could not be loaded is listed as failed, and what was indexed of
-it stays. In the fleet, the listing is only the seeds: each page's fetch adds the links it found
-to the run (`discovered`), so the crawl fans out over the fetch workers.
+it stays. Chunks carry the page's `url`, `title`, `fetched_at`, `lastmod` (the sitemap's, else
+Last-Modified) and `etag`. In the fleet, the listing is only the seeds: each page's fetch adds
+the links it found to the run (`discovered`), so the crawl fans out over the fetch workers.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -154,8 +156,9 @@ class WebConnector:
             raise SkippedDocument(visit.reason)
         if visit.uri not in (None, uri):
             raise FileNotFoundError(uri)  # it redirects: the document is where it leads (see discovered)
-        return DocumentStat(size=visit.size, modified_time=visit.modified_time, version=visit.version,
-                            mime_type=visit.mime_type)
+        lastmod = self.state.get_lastmod(uri)  # the sitemap's date (a fleet's listing left it in Redis)
+        return DocumentStat(size=visit.size, modified_time=visit.modified_time or lastmod, version=visit.version,
+                            mime_type=visit.mime_type, url=uri, metadata=page_metadata(visit, lastmod))
 
     def read(self, uri: str, limit: int) -> bytes:
         visit = self._visit_of(uri)
@@ -204,6 +207,19 @@ class WebConnector:
             return self.visitor().robots.allowed(url)
         except Exception:  # noqa: BLE001  (rules unknown now: its own fetch decides and says why)
             return True
+
+
+def page_metadata(visit: Visit, sitemap_lastmod: float | None) -> dict[str, str]:
+    """What a page's chunks carry besides Headwater's own keys (`url` and `title` are set by the pipeline).
+
+    Every value belongs to the response that produced the indexed content: a 304 writes nothing,
+    so a recrawl that changes nothing leaves these keys, and the chunks, as they are.
+    """
+    lastmod = sitemap_lastmod if sitemap_lastmod is not None else visit.modified_time
+    found = {"fetched_at": visit.fetched_at, "etag": visit.etag,
+             "lastmod": datetime.fromtimestamp(lastmod, timezone.utc).isoformat(timespec="seconds")
+             if lastmod is not None else None}
+    return {key: value for key, value in found.items() if value}
 
 
 register_connector(KIND, WebConnector, url_schemes=("http", "https"))

@@ -16,6 +16,7 @@ import time
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +54,8 @@ class Visit:
     canonical: str | None = None
     reason: str = ""
     record: PageRecord | None = None
+    etag: str | None = None
+    fetched_at: str | None = None  # when the response behind this version came (ISO 8601, UTC)
 
 
 class Robots:
@@ -157,7 +160,8 @@ class Visitor:
             return self._failed(url, prior, str(exc))
         if response.status == 304 and prior is not None:
             return Visit(url, "not_modified", uri=uri, version=prior.version, mime_type=prior.mime_type,
-                         links=list(prior.links), record=prior)
+                         links=list(prior.links), record=prior, etag=prior.etag, fetched_at=prior.fetched_at,
+                         modified_time=http_time(prior.last_modified))
         if response.status in (404, 410):
             state.drop(uri)
             return Visit(url, "gone", uri=uri, reason=f"HTTP {response.status}")
@@ -183,14 +187,16 @@ class Visitor:
         elif mime not in DOCUMENT_TYPES:
             return Visit(url, "skipped", uri=uri, reason=f"{mime} is not indexed")
         version = page_version(response)
+        fetched_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         record = PageRecord(version=version, etag=response.headers.get("etag"),
-                            last_modified=response.headers.get("last-modified"), links=links, mime_type=mime)
+                            last_modified=response.headers.get("last-modified"), links=links, mime_type=mime,
+                            fetched_at=fetched_at)
         self.connector.state.put(uri, record)
         body_path = Path(self._spool.name) / hashlib.sha256(uri.encode()).hexdigest()
         body_path.write_bytes(response.body)
         return Visit(url, "page", uri=uri, version=version, mime_type=mime, size=len(response.body),
                      modified_time=http_time(response.headers.get("last-modified")), body_path=body_path,
-                     links=links, canonical=canonical, record=record)
+                     links=links, canonical=canonical, record=record, etag=record.etag, fetched_at=fetched_at)
 
 
 @dataclass
@@ -227,6 +233,8 @@ class Crawl:
                 seeds.append(url)
                 if lastmod is not None:
                     self.lastmod[url] = lastmod
+        # Where a fleet's fetches (other connectors, other processes) find the dates the sitemaps gave.
+        c.state.set_lastmods(self.lastmod)
         return seeds
 
     def offer(self, url: str, depth: int) -> None:

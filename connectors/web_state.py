@@ -1,4 +1,4 @@
-"""What a crawl remembers between passes: each page's validators, version and links.
+"""What a crawl remembers between passes: each page's validators, version, links and fetch time.
 
 Validators make a recrawl cheap (a conditional request answered 304 costs no body, no parse and
 no embedding); the links let a crawl go on through a page that answered 304 or could not be
@@ -25,6 +25,8 @@ class PageRecord:
     last_modified: str | None = None
     links: list[str] = field(default_factory=list)
     mime_type: str | None = None
+    # When the response behind this version was received (ISO 8601, UTC): chunks carry it as `fetched_at`.
+    fetched_at: str | None = None
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -49,6 +51,11 @@ class CrawlState(Protocol):
 
     def put_robots(self, host: str, text: str) -> None: ...
 
+    def set_lastmods(self, lastmods: dict[str, float]) -> None:
+        """The lastmod (epoch seconds) of each page the sitemaps list, replacing those of the last listing."""
+
+    def get_lastmod(self, url: str) -> float | None: ...
+
 
 class MemoryCrawlState:
     """State that lives as long as the connector (one pass): no conditional requests across passes."""
@@ -56,6 +63,7 @@ class MemoryCrawlState:
     def __init__(self, records: dict[str, PageRecord] | None = None) -> None:
         self._records = dict(records or {})
         self._robots: dict[str, str] = {}  # read once per pass, never kept across passes
+        self._lastmods: dict[str, float] = {}  # the sitemaps' lastmod of this pass, never kept across passes
         self._lock = threading.Lock()
 
     def get_robots(self, host: str) -> str | None:
@@ -63,6 +71,14 @@ class MemoryCrawlState:
 
     def put_robots(self, host: str, text: str) -> None:
         self._robots[host] = text
+
+    def set_lastmods(self, lastmods: dict[str, float]) -> None:
+        with self._lock:
+            self._lastmods = dict(lastmods)
+
+    def get_lastmod(self, url: str) -> float | None:
+        with self._lock:
+            return self._lastmods.get(url)
 
     def get(self, url: str) -> PageRecord | None:
         with self._lock:

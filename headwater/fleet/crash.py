@@ -7,7 +7,9 @@ to one document), and does what the point was armed for (<point>:action):
   kill  SIGKILL its own process: no cleanup, no acknowledgement, exactly what a node preemption
         or an OOM kill does (the default);
   fail  raise InjectedFault, a transient error, as if Chroma, Redis or the source blinked: the
-        step is retried like any other.
+        step is retried like any other;
+  hold  count the arrival in <point>:held and block (renewing its leases, as a slow step does)
+        until a test sets <point>:release: a test then knows a step is in hand, not just queued.
 
 Off (the default), a point costs one attribute check.
 """
@@ -16,13 +18,18 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
+import time
 from typing import Any
 
 from headwater.errors import RetryableError
 from headwater.fleet import keys
 
-KILL, FAIL = "kill", "fail"
-ACTIONS = (KILL, FAIL)
+KILL, FAIL, HOLD = "kill", "fail", "hold"
+ACTIONS = (KILL, FAIL, HOLD)
+# A hold nobody releases ends by itself, so a test that failed before releasing cannot wedge a worker.
+HOLD_LIMIT_SECONDS = 600.0
+_HOLD_POLL_SECONDS = 0.05
 
 
 class InjectedFault(RetryableError):
@@ -48,7 +55,7 @@ class CrashPoints:
         self.enabled = enabled
 
     def reached(self, point: str, uri: str | None = None) -> None:
-        """Kill this process, or raise, if a test armed `point` (for this uri, when it names one)."""
+        """Kill this process, raise or block, if a test armed `point` (for this uri, when it names one)."""
         if not self.enabled:
             return
         assert point in POINTS, f"unknown crash point {point}"
@@ -61,13 +68,25 @@ class CrashPoints:
         action = (self.redis.get(key + ":action") or KILL.encode()).decode()
         if action == FAIL:
             raise InjectedFault(f"a test armed {point} to fail")
+        if action == HOLD:
+            self._hold(key)
+            return
         os.kill(os.getpid(), signal.SIGKILL)
 
+    def _hold(self, key: str) -> None:
+        self.redis.incr(key + ":held")
+        deadline = time.monotonic() + HOLD_LIMIT_SECONDS
+        pause = threading.Event()
+        while not self.redis.exists(key + ":release") and time.monotonic() < deadline:
+            pause.wait(_HOLD_POLL_SECONDS)
+
     def arm(self, point: str, times: int = 1, uri: str | None = None, action: str = KILL) -> None:
-        """Make the next `times` arrivals at `point` (of `uri`, when given) kill their worker or fail."""
+        """Make the next `times` arrivals at `point` (of `uri`, when given) kill their worker, fail or hold."""
         assert point in POINTS, f"unknown crash point {point}"
         assert action in ACTIONS, f"unknown crash point action {action}"
         key = keys.crash_point(point)
+        # The old arming's release and count go first: a worker must not see a new hold already released.
+        self.redis.delete(key + ":release", key + ":held")
         self.redis.set(key + ":action", action)
         if uri is not None:
             self.redis.set(key + ":uri", uri)
@@ -77,3 +96,11 @@ class CrashPoints:
 
     def remaining(self, point: str) -> int:
         return int(self.redis.get(keys.crash_point(point)) or 0)
+
+    def held(self, point: str) -> int:
+        """How many arrivals at a point armed to `hold` have blocked there (released or not)."""
+        return int(self.redis.get(keys.crash_point(point) + ":held") or 0)
+
+    def release(self, point: str) -> None:
+        """Let every arrival held at `point` go on (and any later one pass straight through)."""
+        self.redis.set(keys.crash_point(point) + ":release", 1)

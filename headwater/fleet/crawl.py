@@ -1,9 +1,10 @@
-"""What a website crawl shares across fleet workers, in Redis: page records, robots.txt, per-host pacing.
+"""What a website crawl shares across fleet workers, in Redis: page records, robots.txt, sitemap lastmods,
+per-host pacing.
 
 Each fetch task builds its own connector, so a crawl's memory lives here: the validators and
 links of every page (conditional requests and recrawls through 304s work across workers), the
-robots.txt the run's listing read, and one request schedule per host, so that two workers (or
-twenty) together keep the host's delay, not each on its own.
+robots.txt and sitemap lastmods the run's listing read, and one request schedule per host, so
+that two workers (or twenty) together keep the host's delay, not each on its own.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ class RedisCrawlState:
         self.redis = redis
         self.pages_key = keys.source(source_id, "crawl-pages")
         self.robots_key = keys.source(source_id, "crawl-robots")
+        self.lastmod_key = keys.source(source_id, "crawl-lastmod")
 
     def get(self, url: str) -> PageRecord | None:
         raw = self.redis.hget(self.pages_key, url)
@@ -74,6 +76,19 @@ class RedisCrawlState:
         pipe.hset(self.robots_key, host, text)
         pipe.expire(self.robots_key, ROBOTS_TTL_SECONDS)
         pipe.execute()
+
+    def set_lastmods(self, lastmods: dict[str, float]) -> None:
+        # Written by a run's listing, read by its fetches: a page the sitemaps no longer date loses its lastmod.
+        pipe = self.redis.pipeline()  # MULTI: a fetch never sees the hash half replaced
+        pipe.delete(self.lastmod_key)
+        if lastmods:
+            pipe.hset(self.lastmod_key, mapping={url: repr(value) for url, value in lastmods.items()})
+            pipe.expire(self.lastmod_key, ROBOTS_TTL_SECONDS)
+        pipe.execute()
+
+    def get_lastmod(self, url: str) -> float | None:
+        raw = self.redis.hget(self.lastmod_key, url)
+        return float(raw) if raw is not None else None
 
 
 def crawl_services(redis: Any, source_id: str) -> dict[str, Any]:

@@ -4,6 +4,10 @@ It finishes the step in its hands and hands back what it had reserved but not st
 by itself; another worker completes the run. Production timing and no beat: nothing here can be
 rescued by the sweeper, so the run completing shows the stopped worker really finished or handed
 back everything it held.
+
+The step is in hand by construction, not by luck: the worker's first embedding batch blocks at a
+crash point armed to hold (headwater.fleet.crash) until the test has seen the worker begin its warm
+shutdown, and only then is let go.
 """
 
 from __future__ import annotations
@@ -14,16 +18,18 @@ import subprocess
 
 import pytest
 
-from headwater.fleet import keys
+from headwater.fleet import crash, keys
 from headwater.fleet.context import local_target
 from headwater.fleet.enqueue import enqueue_sync
-from headwater.fleet.state import DENSE, SPARSE
+from headwater.fleet.state import DENSE
 from tests.integration.fleet_harness import FleetProcesses
-from tests.integration.test_fleet import WORDS, spec, write_corpus
+from tests.integration.test_fleet import spec, write_corpus
 from tests.services import chroma_server, redis_server, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 GRACE_SECONDS = 120  # terminationGracePeriodSeconds of every worker pool in infra/k8s
+HOLD = "dense.after_take"  # a dense batch taken (its leases held) and not yet embedded
+WARM_SHUTDOWN = "worker: Warm shutdown (MainProcess)"  # Celery prints it as its SIGTERM handler sets should_stop
 
 
 def _held_by_anyone(redis, run_id: str) -> list[str]:  # noqa: ANN001
@@ -32,19 +38,27 @@ def _held_by_anyone(redis, run_id: str) -> list[str]:  # noqa: ANN001
 
 def test_sigterm_mid_run_finishes_or_hands_back_and_another_worker_completes_the_run(tmp_path):
     with redis_server(tmp_path) as redis_url, chroma_server(tmp_path) as (host, port):
-        processes = FleetProcesses(redis_url, host, port, tmp_path, timing={})  # production leases: 60 s
+        # Production leases (60 s) and redrives; only the test's hold point is armed.
+        processes = FleetProcesses(redis_url, host, port, tmp_path, timing={"HEADWATER_TEST_CRASH_POINTS": "1"})
         try:
             folder = tmp_path / "docs"
             write_corpus(folder, documents=8)
-            big = folder / "handbook.md"  # long enough that its embedding is in hand when the signal comes
-            big.write_text("\n\n".join(f"## Part {n}\n\n{os.urandom(4).hex()} {WORDS * 4}" for n in range(120)))
-            first = processes.start_worker("first")
             fleet = processes.client("graceful")
+            fleet.crash.arm(HOLD, action=crash.HOLD)
+            first = processes.start_worker("first")
             run_id = enqueue_sync(fleet, spec(folder, "docs"), local_target(fleet.settings))
-            held = [keys.member(run_id, side, "handbook.md") for side in (DENSE, SPARSE)]
-            wait_until(lambda: any(fleet.redis.hget(keys.HOLDERS, m) for m in held), 240, "the embedding to start")
+            wait_until(lambda: fleet.crash.held(HOLD) == 1 or first.poll() is not None, 240,
+                       "the first dense batch to be in hand")
+            assert first.poll() is None, f"the worker exited with {first.returncode}; see {tmp_path}/first.log"
+            in_hand = [m for m in _held_by_anyone(fleet.redis, run_id) if keys.split_member(m)[1] == DENSE]
+            assert in_hand, f"the held batch holds no dense lease: {_held_by_anyone(fleet.redis, run_id)}"
 
             os.kill(first.pid, signal.SIGTERM)  # the main process only, as a container runtime does
+            log = tmp_path / "first.log"
+            wait_until(lambda: WARM_SHUTDOWN in log.read_text(errors="replace") or first.poll() is not None, 60,
+                       "the worker to begin its warm shutdown")
+            assert first.poll() is None, "the worker exited while its step was still held"
+            fleet.crash.release(HOLD)  # the step in hand goes on, inside the grace period
             try:
                 code = first.wait(timeout=GRACE_SECONDS)
             except subprocess.TimeoutExpired:
@@ -55,7 +69,8 @@ def test_sigterm_mid_run_finishes_or_hands_back_and_another_worker_completes_the
             # lease released) and every message it had reserved went back to its queue.
             assert _held_by_anyone(fleet.redis, run_id) == []
             assert fleet.redis.hlen("unacked") == 0, "reserved messages were not handed back"
-            assert not fleet.runs.get(run_id).status.finished, "the run ended before the signal: nothing was tested"
+            assert processes.embedded_texts()["dense"] > 0, "the batch in hand was not finished"
+            assert not fleet.runs.get(run_id).status.finished, "the run finished on the stopping worker: it took new work after SIGTERM"
 
             processes.start_worker("second")
             run = processes.wait_for_run(fleet, run_id, 300)

@@ -12,13 +12,15 @@ import json
 import os
 import subprocess
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
 from connectors.web import WebConnector
 from connectors.web_state import FileCrawlState
-from tests.integration.web_docs_site import CRAWL_DELAY, INTRO, METADATA_LINK, assert_paced, build_site, pages
+from tests.integration.web_docs_site import (CRAWL_DELAY, INTRO, METADATA_LINK, assert_page_metadata, assert_paced,
+                                             build_site, pages, served_etag)
 from tests.web_site import Site, serve
 
 
@@ -41,7 +43,9 @@ def web_connector(site: Site, state_dir: Path, **options) -> WebConnector:
 def test_crawl_indexes_the_allowed_pages_and_only_them(site: Site, make_harness, tmp_path: Path) -> None:
     h = make_harness(tmp_path)
     h.connector = web_connector(site, tmp_path / "crawl")
+    started = datetime.now(timezone.utc).replace(microsecond=0)
     report = h.sync()
+    finished = datetime.now(timezone.utc)
     records = h.records()
 
     assert set(records) == pages(site)
@@ -69,6 +73,7 @@ def test_crawl_indexes_the_allowed_pages_and_only_them(site: Site, make_harness,
     assert metadata["doc_version"].startswith("etag:") and metadata["mime_type"] == "text/html"
     pdf = next(iter(records[site.url("/files/manual.pdf")].values()))
     assert pdf["mime_type"] == "application/pdf"
+    assert_page_metadata(site, records, started, finished)
 
     # robots.txt's crawl-delay spaces every request after it (the server's arrival times say so).
     assert_paced([r.at for r in site.requests()], CRAWL_DELAY)
@@ -80,6 +85,7 @@ def test_recrawl_costs_only_what_changed(site: Site, make_harness, tmp_path: Pat
     h.connector = web_connector(site, tmp_path / "crawl")
     first = h.sync()
     assert first.chunks_embedded > 0
+    indexed = h.records()
 
     # Nothing changed: every page is asked for conditionally and answers 304; nothing is parsed or embedded.
     site.clear_log()
@@ -90,6 +96,9 @@ def test_recrawl_costs_only_what_changed(site: Site, make_harness, tmp_path: Pat
     for url in pages(site):
         path = url[len(site.base):]
         assert [(r.status, r.conditional) for r in site.requests(path)] == [(304, True)], path
+    # A 304 writes nothing: the chunks still carry the fetch that produced them.
+    fetched = h.records()
+    assert fetched == indexed
 
     # A changed page is re-indexed, a removed one deleted, one that times out is kept.
     site.page("/guide/intro.html", INTRO.replace("Recrawls cost only what changed.",
@@ -106,6 +115,11 @@ def test_recrawl_costs_only_what_changed(site: Site, make_harness, tmp_path: Pat
     assert "timed out" in changed.failed[site.url("/guide/sitemap-only.html")]
     assert any("recrawls send conditional requests" in t.lower() for t in
                h.store.collection.get(where={"uri": site.url("/guide/intro.html")}, include=["documents"])["documents"])
+    # The re-indexed page's chunks, kept ones too, carry the new response's ETag and fetch time.
+    intro = records[site.url("/guide/intro.html")].values()
+    before = max(m["fetched_at"] for m in indexed[site.url("/guide/intro.html")].values())
+    assert {m["etag"] for m in intro} == {served_etag(site, "/guide/intro.html")}
+    assert all(datetime.fromisoformat(m["fetched_at"]) >= datetime.fromisoformat(before) for m in intro)
 
 
 def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess:

@@ -3,6 +3,7 @@ crawl-delay through Redis, against the same real loopback site as the embedded t
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,8 @@ from connectors.web import WebConnector
 from headwater.fleet.context import local_target
 from headwater.fleet.enqueue import enqueue_sync
 from tests.integration.fleet_harness import FleetProcesses
-from tests.integration.web_docs_site import CRAWL_DELAY, INTRO, METADATA_LINK, assert_paced, build_site, pages
+from tests.integration.web_docs_site import (CRAWL_DELAY, INTRO, METADATA_LINK, assert_page_metadata, assert_paced,
+                                             build_site, pages)
 from tests.services import chroma_server, redis_server
 from tests.web_site import Site, serve
 
@@ -51,8 +53,15 @@ def crawl(processes: FleetProcesses, site: Site, collection: str, **options):  #
 
 def test_fleet_crawl_shares_the_hosts_delay_and_recrawls_only_what_changed(fleet_processes, site: Site) -> None:
     processes, collection = fleet_processes, "web-fleet"
+    started = datetime.now(timezone.utc).replace(microsecond=0)
     first = crawl(processes, site, collection)
+    finished = datetime.now(timezone.utc)
     assert processes.documents(collection) == pages(site)
+    by_uri: dict[str, dict] = {}
+    for record_id, (_, metadata) in processes.records(collection).items():
+        by_uri.setdefault(metadata["uri"], {})[record_id] = metadata
+    # The sitemap's lastmod reaches the fetch workers through Redis.
+    assert_page_metadata(site, by_uri, started, finished)
     assert set(first.errors) == {METADATA_LINK, site.url("/to-metadata")}
     assert all("cloud metadata address" in reason for reason in first.errors.values())
     assert not site.requests("/private/secret.html") and not site.requests("/private/from-sitemap.html")

@@ -4,6 +4,8 @@ redirect to the cloud metadata address."""
 
 from __future__ import annotations
 
+import hashlib
+from datetime import datetime, timezone
 from pathlib import Path
 
 from tests.documents import write_pdf
@@ -81,3 +83,33 @@ def pages(site: Site) -> set[str]:
 
 
 METADATA_LINK = "http://169.254.169.254/latest/meta-data/"
+
+
+def served_etag(site: Site, path: str) -> str:
+    """The ETag tests/web_site.py sends for a route: the hash of its body."""
+    return '"' + hashlib.sha256(site.route(path).body).hexdigest()[:16] + '"'
+
+
+def iso(timestamp: float) -> str:
+    return datetime.fromtimestamp(int(timestamp), timezone.utc).isoformat()
+
+
+def assert_page_metadata(site: Site, records: dict[str, dict], started: datetime, finished: datetime) -> None:
+    """Every chunk of a page carries its url, title, fetched time, lastmod and ETag."""
+    titles = {"/": "Example docs", "/guide/install.html": "Installation", "/guide/sitemap-only.html": "Sitemap only"}
+    for url in pages(site):
+        path = url[len(site.base):]
+        for metadata in records[url].values():
+            assert metadata["url"] == url, (path, metadata)
+            assert metadata["etag"] == served_etag(site, path), (path, metadata)
+            assert started <= datetime.fromisoformat(metadata["fetched_at"]) <= finished, (path, metadata)
+            # The sitemap's lastmod where it gives one, else the Last-Modified header (the trap's pages
+            # are made up on request, so theirs is when they were asked for).
+            if path == "/guide/sitemap-only.html":
+                assert metadata["lastmod"] == "2026-11-30T00:00:00+00:00", metadata
+            elif path.startswith("/trap/"):
+                assert started <= datetime.fromisoformat(metadata["lastmod"]) <= finished, (path, metadata)
+            else:
+                assert metadata["lastmod"] == iso(site.route(path).modified), (path, metadata)
+            if path in titles:
+                assert metadata["title"] == titles[path], (path, metadata)
