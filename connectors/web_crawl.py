@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+ROBOTS_DISALLOWED = "disallowed by robots.txt"
 # Documents linked from a site that go through the same parsers as files.
 DOCUMENT_TYPES = frozenset({
     "application/pdf", "text/plain", "text/markdown", "text/csv", "application/json",
@@ -144,7 +145,7 @@ class Visitor:
         prior = state.get(url) if conditional else None
         try:
             if not self.robots.allowed(url):
-                return Visit(url, "skipped", reason="disallowed by robots.txt")
+                return Visit(url, "skipped", reason=ROBOTS_DISALLOWED)
             response = self.fetcher.get(url, self._validators if conditional else None)
             uri = normalize(response.url) or url
             if response.redirects:  # where it leads must be in the crawl too
@@ -269,6 +270,10 @@ class Crawl:
                     for future in done:
                         depth = pending.pop(future)
                         visit = future.result()
+                        if visit.kind == "skipped" and visit.reason == ROBOTS_DISALLOWED:
+                            # Never requested, so not one of the max_pages (as in the fleet, whose
+                            # runs never hold such a URL).
+                            self.fetched -= 1
                         if visit.uri and visit.uri != visit.url:
                             if visit.uri in self.frontier.seen and visit.kind in ("page", "not_modified"):
                                 continue  # a redirect to a page the crawl already has

@@ -1,8 +1,8 @@
 """A real HTTP server on loopback for web-source tests and benchmarks: routes or a directory, with a request log.
 
 Every response carries an ETag (the hash of its body) and a Last-Modified, and conditional
-requests are answered 304, as a static web server does. Routes can be changed, removed, delayed
-or redirected while the server runs; every request is logged (time, path, status, whether it was
+requests are answered 304, as a static web server does. Routes can be changed, removed, delayed,
+held or redirected while the server runs; every request is logged (time, path, status, whether it was
 conditional) so tests assert on what the server saw.
 """
 
@@ -22,13 +22,18 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 
+HOLD_LIMIT_SECONDS = 120.0  # a held request is answered by then even if a test forgot to release it
+
+
 @dataclass
 class Route:
     body: bytes = b""
     content_type: str = "text/html; charset=utf-8"
     status: int = 200
     location: str | None = None  # for redirects
-    delay: float = 0.0  # seconds before answering (a slow or hanging page)
+    delay: float = 0.0  # seconds before answering (a slow page)
+    # Set: answered only once it is set (a hanging page, released by the test; never past HOLD_LIMIT_SECONDS).
+    hold: threading.Event | None = None
     modified: float = field(default_factory=time.time)
     # Answers given before the real one, one per request: (status, headers), e.g. a 503 with Retry-After.
     failures: list[tuple[int, dict[str, str]]] = field(default_factory=list)
@@ -83,6 +88,20 @@ class Site:
         with self.lock:
             self.routes[path].delay = seconds
 
+    def hold(self, path: str) -> threading.Event:
+        """Answer `path` only once the returned event is set: a page that hangs as long as the test needs."""
+        event = threading.Event()
+        with self.lock:
+            self.routes[path].hold = event
+        return event
+
+    def release(self) -> None:
+        """Let every held request be answered (and the held routes answer at once from now on)."""
+        with self.lock:
+            for route in self.routes.values():
+                if route.hold is not None:
+                    route.hold.set()
+
     def requests(self, path: str | None = None) -> list[Logged]:
         with self.lock:
             return [r for r in self.log if path is None or r.path == path]
@@ -124,6 +143,8 @@ def _handler(site: Site) -> type[BaseHTTPRequestHandler]:
             conditional = "If-None-Match" in self.headers or "If-Modified-Since" in self.headers
             if route is not None and route.delay:
                 time.sleep(route.delay)
+            if route is not None and route.hold is not None:
+                route.hold.wait(HOLD_LIMIT_SECONDS)
             status, headers, body = self._answer(route)
             with site.lock:
                 site.log.append(Logged(arrived, path, status, conditional,
@@ -188,6 +209,7 @@ def serve(site: Site) -> Iterator[Site]:
         site.clear_log()
         yield site
     finally:
+        site.release()
         server.shutdown()
         server.server_close()
 

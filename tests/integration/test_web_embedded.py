@@ -104,10 +104,12 @@ def test_recrawl_costs_only_what_changed(site: Site, make_harness, tmp_path: Pat
     site.page("/guide/intro.html", INTRO.replace("Recrawls cost only what changed.",
                                                  "Recrawls send conditional requests and re-embed changed chunks."))
     site.remove("/guide/install.html")
-    site.delay("/guide/sitemap-only.html", 3.0)
+    # Only that page hangs (until the pass is over); every other page has the whole timeout to answer.
+    held = site.hold("/guide/sitemap-only.html")
     kept_before = set(h.records()[site.url("/guide/sitemap-only.html")])
-    h.connector = web_connector(site, tmp_path / "crawl", timeout_seconds=0.5, retries=1)
+    h.connector = web_connector(site, tmp_path / "crawl", timeout_seconds=3.0, retries=1)
     changed = h.sync()
+    held.set()
     records = h.records()
     assert changed.updated == 1 and 0 < changed.chunks_embedded <= 2
     assert site.url("/guide/install.html") not in records and changed.deleted == 1
@@ -120,6 +122,35 @@ def test_recrawl_costs_only_what_changed(site: Site, make_harness, tmp_path: Pat
     before = max(m["fetched_at"] for m in indexed[site.url("/guide/intro.html")].values())
     assert {m["etag"] for m in intro} == {served_etag(site, "/guide/intro.html")}
     assert all(datetime.fromisoformat(m["fetched_at"]) >= datetime.fromisoformat(before) for m in intro)
+
+
+def requested_pages(site: Site) -> set[str]:
+    """The URLs of every page request the server saw (robots.txt and the sitemaps are not pages)."""
+    return {site.url(r.path) for r in site.requests() if not r.path.endswith((".txt", ".xml", ".xml.gz"))}
+
+
+def test_max_depth_stops_the_crawl_that_many_links_from_a_seed(site: Site, make_harness, tmp_path: Path) -> None:
+    h = make_harness(tmp_path)
+    h.connector = web_connector(site, tmp_path / "crawl", max_depth=1)
+    h.sync()
+
+    # Seeds (the start URL, the sitemap's page) and what they link to; the trap's first page links one
+    # level deeper, which is two links from a seed, so that page is never asked for.
+    one_link = {site.url(p) for p in ("/", "/guide/sitemap-only.html", "/guide/intro.html", "/guide/install.html",
+                                      "/guide/upgrade.html", "/files/manual.pdf", "/trap/loop/")}
+    assert set(h.records()) == one_link
+    assert site.requests("/trap/loop/") and not site.requests("/trap/loop/loop/")
+
+
+def test_max_pages_stops_the_crawl_after_that_many_requests(site: Site, make_harness, tmp_path: Path) -> None:
+    h = make_harness(tmp_path)
+    h.connector = web_connector(site, tmp_path / "crawl", max_pages=3)
+    report = h.sync()
+
+    # Three URLs asked for, each of them a page that is indexed; nothing else was requested.
+    asked = requested_pages(site)
+    assert len(asked) == 3 and asked <= pages(site), asked
+    assert set(h.records()) == asked and report.added == 3 and not report.failed
 
 
 def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess:

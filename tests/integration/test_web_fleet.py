@@ -42,11 +42,12 @@ def site(tmp_path: Path):
         yield running
 
 
-def crawl(processes: FleetProcesses, site: Site, collection: str, **options):  # noqa: ANN201
+def crawl(processes: FleetProcesses, site: Site, collection: str, source_id: str = "docs-site",
+          **options):  # noqa: ANN201
     options = {"allow_private_addresses": True, "allowed_hosts": [f"127.0.0.1:{site.port}", "169.254.169.254"],
                "timeout_seconds": 5.0, "retries": 1, "delay_seconds": 0.0, **options}
     fleet = processes.client(collection)
-    spec = WebConnector("docs-site", [site.url("/")], **options).spec()
+    spec = WebConnector(source_id, [site.url("/")], **options).spec()
     run = processes.wait_for_run(fleet, enqueue_sync(fleet, spec, local_target(fleet.settings)))
     return run
 
@@ -86,9 +87,11 @@ def test_fleet_crawl_shares_the_hosts_delay_and_recrawls_only_what_changed(fleet
     # A changed page is re-indexed, a removed one deleted, one that times out is kept.
     site.page("/guide/intro.html", INTRO.replace("Recrawls cost only what changed.", "Recrawls in the fleet too."))
     site.remove("/guide/install.html")
-    site.delay("/guide/sitemap-only.html", 3.0)
+    # Only that page hangs (until the pass is over); every other page has the whole timeout to answer.
+    held = site.hold("/guide/sitemap-only.html")
     kept = {i for i, (_, m) in processes.records(collection).items() if m["uri"] == site.url("/guide/sitemap-only.html")}
-    third = crawl(processes, site, collection, timeout_seconds=0.5, retries=1)
+    third = crawl(processes, site, collection, timeout_seconds=3.0, retries=1)
+    held.set()
     records = processes.records(collection)
     assert third.counters["indexed"] == 1
     assert site.url("/guide/install.html") not in {m["uri"] for _, m in records.values()}
@@ -96,3 +99,23 @@ def test_fleet_crawl_shares_the_hosts_delay_and_recrawls_only_what_changed(fleet
     assert "timed out" in third.errors[site.url("/guide/sitemap-only.html")]
     assert any("Recrawls in the fleet too." in text for text, m in records.values()
                if m["uri"] == site.url("/guide/intro.html"))
+
+
+def test_fleet_crawl_keeps_to_max_depth_and_max_pages(fleet_processes, site: Site) -> None:
+    """The limits the run's script (headwater.fleet.state's discover) enforces as fetches add links."""
+    processes = fleet_processes
+    crawl(processes, site, "web-fleet-depth", source_id="depth-site", max_depth=1)
+    # The seeds and the pages they link to; the trap's first page links two links from a seed, never asked for.
+    one_link = {site.url(p) for p in ("/", "/guide/sitemap-only.html", "/guide/intro.html", "/guide/install.html",
+                                      "/files/manual.pdf", "/trap/loop/")}
+    documents = processes.documents("web-fleet-depth")
+    assert one_link <= documents <= pages(site), documents
+    assert site.requests("/trap/loop/") and not site.requests("/trap/loop/loop/")
+
+    site.clear_log()
+    crawl(processes, site, "web-fleet-pages", source_id="pages-site", max_pages=3)
+    # The two seeds and one link the first fetch to end discovered: a run of three documents.
+    asked = {site.url(r.path) for r in site.requests() if not r.path.endswith((".txt", ".xml", ".xml.gz"))}
+    documents = processes.documents("web-fleet-pages")
+    assert len(documents) == 3 and documents <= pages(site), documents
+    assert asked == documents, asked
