@@ -108,6 +108,10 @@ def test_no_secret_value_is_inline_in_the_manifests():
                 assert not any(SECRET_NAME.search(k) for k in trigger["metadata"]), "use a TriggerAuthentication"
 
 
+RESTARTING = ("always", "unless-stopped", "on-failure")
+ONE_OFF_JOBS = {"sync"}  # the only services allowed not to restart, and only under the manual profile
+
+
 def test_compose_services_all_have_a_healthcheck_a_restart_policy_and_workers_a_grace_period():
     compose = yaml.safe_load((INFRA / "docker-compose.yml").read_text())
     services = compose["services"]
@@ -115,7 +119,12 @@ def test_compose_services_all_have_a_healthcheck_a_restart_policy_and_workers_a_
     for name, service in services.items():
         test = service.get("healthcheck", {}).get("test")
         assert test and test[0] in ("CMD", "CMD-SHELL"), f"{name} has no healthcheck"
-        assert service.get("restart") in ("always", "unless-stopped", "on-failure", "no"), f"{name} has no restart policy"
+        if name in ONE_OFF_JOBS and "manual" in service.get("profiles", []):
+            # A one-off job run by hand (`docker compose run --rm sync`): restarting it would repeat the sync forever.
+            assert service.get("restart") == "no", f"{name} is a one-off job: restart must be \"no\""
+        else:
+            assert service.get("restart") in RESTARTING, \
+                f"{name} is long-running: restart must be one of {RESTARTING}, not {service.get('restart')!r}"
         for key in ("environment",):
             for var, value in (service.get(key) or {}).items():
                 if SECRET_NAME.search(var):
