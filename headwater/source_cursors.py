@@ -4,7 +4,8 @@ webhook deliveries already taken, kept in the same database as the sources (SQLi
 A cursor says where the next incremental change starts: for a git source, the commit whose files
 the collection holds (embedded) or whose changes were queued (fleet). A delivery id is inserted
 once; a second insert of the same id fails on the primary key, which is what makes a redelivered
-or replayed webhook a no-op even when two serve processes receive it at once.
+or replayed webhook a no-op even when two serve processes receive it at once. An id whose push was
+not queued, or failed, is released again, so that a redelivery of it is taken.
 """
 
 from __future__ import annotations
@@ -82,3 +83,8 @@ class CursorStore:
             with self.store.session() as s:
                 s.execute(delete(DeliveryRow).where(DeliveryRow.received_at < now - ttl_seconds))
         return True
+
+    def release_delivery(self, delivery_id: str) -> None:
+        """Forget a delivery id whose push was not queued or not applied, so that a redelivery is taken."""
+        with self.store.session() as s:
+            s.execute(delete(DeliveryRow).where(DeliveryRow.delivery_id == delivery_id[:100]))

@@ -6,15 +6,20 @@ from __future__ import annotations
 import base64
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 
 @contextmanager
-def private_git_server(root: Path, token: str) -> Iterator[tuple[str, list[str]]]:
-    """Serves the bare repositories under `root`; yields (base URL, Authorization headers it received)."""
+def private_git_server(root: Path, token: str, gate: Callable[[], int | None] | None = None
+                       ) -> Iterator[tuple[str, list[str]]]:
+    """Serves the bare repositories under `root`; yields (base URL, Authorization headers it received).
+
+    `gate`, when given, is called before each request is served: it may block (to hold a fetch where
+    a test wants it), and returns None to serve the request or an HTTP status to answer instead.
+    """
     expected = "Basic " + base64.b64encode(f"x-access-token:{token}".encode()).decode()
     seen: list[str] = []
 
@@ -33,6 +38,12 @@ def private_git_server(root: Path, token: str) -> Iterator[tuple[str, list[str]]
                 return
             path, _, query = self.path.partition("?")
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            refused = gate() if gate is not None else None
+            if refused is not None:
+                self.send_response(refused)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             env = {"GIT_PROJECT_ROOT": str(root), "GIT_HTTP_EXPORT_ALL": "1", "PATH_INFO": path,
                    "QUERY_STRING": query, "REQUEST_METHOD": self.command, "REMOTE_USER": "x-access-token",
                    "CONTENT_TYPE": self.headers.get("Content-Type", ""), "CONTENT_LENGTH": str(len(body)),

@@ -160,8 +160,16 @@ class EmbeddedBackend:
         """Queue a git push as a run of its own: pushes of a source are applied one after another, in order."""
         from headwater.git_pushes import sync_push_embedded
 
-        live = _Live(uuid.uuid4().hex, source.id, "push",
-                     job=lambda engine, connector: sync_push_embedded(engine, connector, self.cursors, push))
+        def job(engine: Any, connector: Any) -> Any:
+            try:
+                return sync_push_embedded(engine, connector, self.cursors, push)
+            except Exception:
+                # Not applied (the fetch failed, say): a redelivery of this push must be taken, not a duplicate.
+                if push.delivery:
+                    self.cursors.release_delivery(push.delivery)
+                raise
+
+        live = _Live(uuid.uuid4().hex, source.id, "push", job=job)
         with self._lock:
             self.store.save_run(RunRow(id=live.run_id, source_id=source.id, kind="push", status="pending",
                                        created_at=time.time(), counters={}, errors={}))

@@ -94,6 +94,8 @@ class FleetBackend:
                             self.cursors, push)
         except Exception:  # noqa: BLE001  (the next push, or a full run, catches up)
             log.exception("push %s to %s was not queued", push.delivery, source.id)
+            if push.delivery:  # so that GitHub's redelivery of it is taken, not answered as a duplicate
+                self.cursors.release_delivery(push.delivery)
 
     def cancel(self, run_id: str) -> bool | None:
         if self.fleet.runs.get(run_id) is None:

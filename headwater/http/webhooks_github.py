@@ -3,10 +3,13 @@
 No admin token here: a delivery proves itself with `X-Hub-Signature-256`, the HMAC-SHA256 of the
 raw body under the webhook secret of a git source that follows the payload's repository (the
 secret's environment variable is named in the source's `webhook_secret_env`). A missing or wrong
-signature, or a repository no source follows, is a 401 and nothing is queued. A verified push to a
-followed branch is answered 202 at once and synced in the background; its `X-GitHub-Delivery` id
-is remembered, so a redelivery or a replay does nothing. Pings answer 200; other events, other
-branches and tags are acknowledged (200) and ignored.
+signature, or a repository no source follows, is a 401 and nothing is queued; the last two get the
+same answer, so an unauthenticated caller cannot learn which repositories are followed (the log
+says which it was). A verified push to a followed branch is answered 202 at once and synced in the
+background; its `X-GitHub-Delivery` id is remembered, so a redelivery or a replay does nothing.
+The id is taken before the push is submitted (two deliveries at once: one wins) and released
+if submitting fails (503) or the push later fails, so that GitHub's redelivery is not lost as a
+duplicate. Pings answer 200; other events, other branches and tags are acknowledged (200) and ignored.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from headwater.errors import ConfigurationError
 log = logging.getLogger("headwater.webhooks")
 router = APIRouter(tags=["webhooks"])
 _REPOSITORY_URL_FIELDS = ("clone_url", "html_url", "ssh_url", "git_url", "svn_url", "url")
+# One answer for a wrong signature and for a repository no source follows (which is not to be told).
+NOT_VERIFIED = "X-Hub-Signature-256 does not verify; check the webhook's secret"
 
 
 def signature_of(secret: bytes, body: bytes) -> str:
@@ -91,12 +96,17 @@ def _deliver(svc: Any, headers: Any, body: bytes) -> JSONResponse:
     repository = payload.get("repository") if payload else None
     if not isinstance(repository, dict):
         return _reply(401, "the delivery names no repository, so its signature cannot be checked")
+    delivery = headers.get("x-github-delivery", "")
     sources = [s for s in svc.catalog.all() if s.config.kind == "git" and follows(s, repository)]
     if not sources:
-        return _reply(401, "no git source follows this repository")
+        log.warning("GitHub delivery %.100r refused: no git source follows repository %.200r", delivery,
+                    repository.get("full_name"))
+        return _reply(401, NOT_VERIFIED)
     verified = [s for s in sources if _signed_by(s, body, signature)]
     if not verified:
-        return _reply(401, "the signature does not match the webhook secret of any git source of this repository")
+        log.warning("GitHub delivery %.100r refused: its signature matches the webhook secret of no git source "
+                    "of repository %.200r (%s)", delivery, repository.get("full_name"), ", ".join(s.id for s in sources))
+        return _reply(401, NOT_VERIFIED)
 
     event = headers.get("x-github-event", "")
     if event == "ping":
@@ -110,19 +120,26 @@ def _deliver(svc: Any, headers: Any, body: bytes) -> JSONResponse:
     targets = [s for s in verified if s.config.options.get("branch", "main") == branch]
     if not targets:
         return _reply(200, f"no git source follows branch {branch}; ignored", status="ignored")
-    delivery = headers.get("x-github-delivery", "")
     if not delivery:
         return _reply(400, "missing X-GitHub-Delivery")
-    if not svc.backend.cursors.first_delivery(delivery, svc.settings.webhook_delivery_ttl_seconds):
+    cursors = svc.backend.cursors
+    if not cursors.first_delivery(delivery, svc.settings.webhook_delivery_ttl_seconds):
         return _reply(200, f"delivery {delivery[:100]} was already taken; nothing to do", status="duplicate")
 
     from headwater.git_pushes import Push
 
     queued = []
-    for source in targets:
-        # Embedded serve answers with the run that will apply it; a fleet's run is made once the push is diffed.
-        run_id = svc.backend.submit_push(source, Push.from_payload(source.id, payload, delivery))  # type: ignore[arg-type]
-        queued.append({"source_id": source.id, "run_id": run_id})
+    try:
+        for source in targets:
+            # Embedded serve answers with the run that will apply it; a fleet's run is made once the push is diffed.
+            run_id = svc.backend.submit_push(source, Push.from_payload(source.id, payload, delivery))  # type: ignore[arg-type]
+            queued.append({"source_id": source.id, "run_id": run_id})
+    except Exception as exc:  # noqa: BLE001  (not queued, whatever the reason: GitHub may deliver it again)
+        # A source already submitted sees its commit synced when the redelivery comes, and does nothing.
+        cursors.release_delivery(delivery)
+        log.warning("GitHub delivery %.100r was not queued (%s); a redelivery will be taken", delivery,
+                    type(exc).__name__)
+        return _reply(503, "the push could not be queued; redeliver it")
     return _reply(202, "queued", status="queued", sources=queued)
 
 

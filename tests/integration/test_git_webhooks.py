@@ -3,8 +3,11 @@ real HTTP deliveries in GitHub's payload format and headers, signed as GitHub si
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
+from tests.git_http import private_git_server
 from tests.git_repos import Repository, delivery, ping_payload, push_payload
 from tests.integration.http_harness import ServeProcess
 from tests.services import wait_until
@@ -79,10 +82,14 @@ def test_bad_missing_and_wrong_repository_signatures_are_rejected_with_nothing_q
     assert post(serve, payload, None, signature="sha1=abc").status_code == 401
     # Signed with another followed repository's secret: GitHub would never send that.
     assert post(serve, payload, OTHER_SECRET).status_code == 401
-    # A repository no source follows, whatever the secret.
+    # A repository no source follows, whatever the secret: the same answer as a wrong signature, so a
+    # caller without a secret cannot learn which repositories are followed (the log says which it was).
     stranger = push_payload(serve.repo, "0" * 40, serve.repo.head(), full_name="tests/stranger")
     stranger["repository"]["clone_url"] = "https://github.com/tests/stranger.git"
-    assert post(serve, stranger, SECRET).status_code == 401
+    unknown, wrong = post(serve, stranger, SECRET), post(serve, payload, "not-the-secret")
+    assert unknown.status_code == wrong.status_code == 401
+    assert unknown.json() == wrong.json()
+    wait_until(lambda: "no git source follows repository 'tests/stranger'" in serve.log(), 30, "the refusal's log line")
     # A body altered after signing.
     body, headers = delivery(payload, SECRET)
     assert serve.anonymous.post("/webhooks/github", content=body.replace(b"main", b"mainx"),
@@ -137,3 +144,91 @@ def test_pushes_are_synced_replays_and_other_refs_ignored_force_push_reconciled(
     assert run["status"] == "complete", run
     held = {d["uri"] for d in serve.api.get("/api/v1/sources/handbook/documents").json()["documents"]}
     assert held == set(repo.files()) == {"README.md", "docs/backup.md", "docs/onboarding.md", "docs/fixed.md"}
+
+
+# A repository served over HTTP through a gate the test controls: held, failing, or open ------------
+
+GATED_TOKEN = "gated-repository-token-0123456789"
+
+
+class Gate:
+    """What the gated repository's server does with each request: serve it, hold it until opened, or fail it."""
+
+    def __init__(self) -> None:
+        self.opened = threading.Event()
+        self.opened.set()
+        self.held = threading.Event()  # set once a request waits at the closed gate
+        self.failing = False
+
+    def __call__(self) -> int | None:
+        if self.failing:
+            return 503
+        if not self.opened.is_set():
+            self.held.set()
+            if not self.opened.wait(120):  # bounded: a test that never opens the gate fails, never hangs
+                return 503
+        return None
+
+    def close(self) -> None:
+        self.held.clear()
+        self.opened.clear()
+
+
+@pytest.fixture(scope="module")
+def gated_serve(tmp_path_factory):
+    """Embedded serve following one repository served by `git http-backend` behind a Gate; synced once."""
+    work = tmp_path_factory.mktemp("git-serve-gated")
+    repo = Repository(work / "remotes", "gated")
+    seed(repo)
+    gate = Gate()
+    with private_git_server(work / "remotes", GATED_TOKEN, gate) as (base, _):
+        url = f"{base}/gated.git"
+        (work / "headwater.toml").write_text(
+            f'[[sources]]\nid = "gated"\nkind = "git"\noptions = {{ url = "{url}", branch = "main", '
+            'webhook_secret_env = "GATED_HOOK_SECRET", token_env = "GATED_GIT_TOKEN" }\n', encoding="utf-8")
+        server = ServeProcess(work, {"HEADWATER_CHROMA_PATH": str(work / "chroma"),
+                                     "HEADWATER_CONFIG_FILE": str(work / "headwater.toml"),
+                                     "HEADWATER_GIT_CACHE_DIR": str(work / "git-cache"),
+                                     "GATED_HOOK_SECRET": SECRET, "GATED_GIT_TOKEN": GATED_TOKEN})
+        with server:
+            server.repo, server.gate, server.repo_url = repo, gate, url
+            run = server.wait_for_run(gated_post(server, "0" * 40, repo.head()).json()["sources"][0]["run_id"], 240)
+            assert run["status"] == "complete", run
+            yield server
+
+
+def gated_delivery(serve, before: str, after: str, **flags) -> tuple[bytes, dict[str, str]]:
+    payload = push_payload(serve.repo, before, after, **flags)
+    payload["repository"]["clone_url"] = serve.repo_url
+    return delivery(payload, SECRET)
+
+
+def gated_post(serve, before: str, after: str, **flags):  # noqa: ANN201
+    body, headers = gated_delivery(serve, before, after, **flags)
+    return serve.anonymous.post("/webhooks/github", content=body, headers=headers)
+
+
+@pytest.mark.timeout(300)
+def test_a_push_that_failed_is_taken_again_when_github_redelivers_it(gated_serve):
+    serve, repo, gate = gated_serve, gated_serve.repo, gated_serve.gate
+    repo.write("docs/redelivered.md", "# Redelivered\n\nA push whose first fetch failed, taken again.\n")
+    before, after = repo.commit_and_push("a push whose first fetch fails")
+    body, headers = gated_delivery(serve, before, after)
+    gate.failing = True
+    try:
+        first = serve.anonymous.post("/webhooks/github", content=body, headers=headers)
+        assert first.status_code == 202, first.text
+        run = serve.wait_for_run(first.json()["sources"][0]["run_id"], 240)
+        assert run["status"] == "failed", run
+    finally:
+        gate.failing = False
+    # GitHub's redelivery: the same X-GitHub-Delivery id, taken (not a duplicate) because the push failed.
+    again = serve.anonymous.post("/webhooks/github", content=body, headers=headers)
+    assert again.status_code == 202 and again.json()["status"] == "queued", again.text
+    run = serve.wait_for_run(again.json()["sources"][0]["run_id"], 240)
+    assert run["status"] == "complete" and run["indexed"] == 1, run
+    assert "docs/redelivered.md" in documents(serve, "gated")
+    # Once applied, the id is remembered.
+    third = serve.anonymous.post("/webhooks/github", content=body, headers=headers)
+    assert third.status_code == 200 and third.json()["status"] == "duplicate"
+    assert GATED_TOKEN not in serve.log() and SECRET not in serve.log()
