@@ -3,12 +3,15 @@ real HTTP deliveries in GitHub's payload format and headers, signed as GitHub si
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
 
 import pytest
 
 from tests.git_http import private_git_server
-from tests.git_repos import Repository, delivery, ping_payload, push_payload
+from tests.git_repos import Repository, delivery, git, ping_payload, push_payload
 from tests.integration.http_harness import ServeProcess
 from tests.services import wait_until
 
@@ -232,3 +235,29 @@ def test_a_push_that_failed_is_taken_again_when_github_redelivers_it(gated_serve
     third = serve.anonymous.post("/webhooks/github", content=body, headers=headers)
     assert third.status_code == 200 and third.json()["status"] == "duplicate"
     assert GATED_TOKEN not in serve.log() and SECRET not in serve.log()
+
+
+@pytest.mark.timeout(300)
+def test_deleting_the_branch_keeps_the_collection_and_marks_the_source(gated_serve):
+    serve, repo = gated_serve, gated_serve.repo
+
+    def status() -> dict:
+        done = subprocess.run([sys.executable, "-m", "headwater.cli", "status", "--json"], env=serve.env,
+                              cwd=serve.workdir, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return json.loads(done.stdout)["gated"]
+
+    head, held, before = repo.head(), documents(serve, "gated"), status()
+    assert held and before["cursor"] and not before["note"], before
+    git(repo.bare, "update-ref", "-d", "refs/heads/main")  # the branch is really gone from the remote
+    try:
+        response = gated_post(serve, head, "0" * 40, deleted=True)
+        assert response.status_code == 202, response.text
+        run = serve.wait_for_run(response.json()["sources"][0]["run_id"], 240)
+        assert run["status"] == "complete" and run["deleted"] == 0, run
+        assert documents(serve, "gated") == held
+        shown = status()
+        assert shown["cursor"] == before["cursor"] and "deleted" in shown["note"], shown
+        assert shown["documents"] == before["documents"] == len(held) and shown["chunks"] == before["chunks"]
+    finally:
+        git(repo.bare, "update-ref", "refs/heads/main", head)
