@@ -212,6 +212,31 @@ def gated_post(serve, before: str, after: str, **flags):  # noqa: ANN201
 
 
 @pytest.mark.timeout(300)
+def test_a_push_is_answered_while_its_fetch_is_still_held(gated_serve):
+    # "Answers 202 at once", by construction rather than by a clock: the repository does not answer
+    # the push's fetch until the 202 is in hand.
+    serve, repo, gate = gated_serve, gated_serve.repo, gated_serve.gate
+    repo.write("docs/held.md", "# Held fetches\n\nThis page waits at the gate until the test opens it.\n")
+    before, after = repo.commit_and_push("a push whose fetch is held")
+    gate.close()
+    try:
+        response = gated_post(serve, before, after)
+        assert response.status_code == 202, response.text
+        assert not gate.opened.is_set()
+        assert gate.held.wait(60), "the push's fetch never reached the repository"
+        run_id = response.json()["sources"][0]["run_id"]
+        run = serve.api.get(f"/api/v1/runs/{run_id}").json()
+        assert not run["finished"], run  # still waiting on its fetch
+    finally:
+        gate.opened.set()
+    run = serve.wait_for_run(run_id, 240)
+    assert run["status"] == "complete" and run["indexed"] == 1, run
+    hits = serve.api.get("/api/v1/search", params={"q": "a page that waits at the gate", "k": 1,
+                                                   "source_id": "gated"}).json()
+    assert hits and hits[0]["uri"] == "docs/held.md" and hits[0]["metadata"]["commit"] == after, hits
+
+
+@pytest.mark.timeout(300)
 def test_a_push_that_failed_is_taken_again_when_github_redelivers_it(gated_serve):
     serve, repo, gate = gated_serve, gated_serve.repo, gated_serve.gate
     repo.write("docs/redelivered.md", "# Redelivered\n\nA push whose first fetch failed, taken again.\n")
