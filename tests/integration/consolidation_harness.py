@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -43,3 +44,14 @@ class CorpusHarness:
         got = self.knowledge.get(include=["metadatas", "documents", "embeddings"])
         return [{"id": i, "text": t, "embedding": e, **m}
                 for i, t, e, m in zip(got["ids"], got["documents"], got["embeddings"], got["metadatas"])]
+
+
+def require_llama_cpp() -> None:
+    """Skip the test without llama-cpp-python; in CI (which installs the consolidate extra) fail it instead."""
+    import pytest
+
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError as exc:
+        (pytest.fail if os.environ.get("CI") else pytest.skip)(
+            f"llama-cpp-python (Headwater's consolidate extra, scripts/install.sh) is not installed ({exc})")
