@@ -143,3 +143,114 @@ def test_a_retry_after_a_malformed_answer_samples_instead_of_repeating(serve):
     server = serve([(200, "nope"), (200, json.dumps(GOOD))])
     _runner(server).ask_all([("pair", QUESTION)])
     assert [body["temperature"] for _, _, body in server.requests] == [0.0, 0.4]
+
+
+class HeldServer:
+    """A chat-completions server that holds every request until the test lets one through, and counts
+    how many are in flight at once."""
+
+    def __init__(self) -> None:
+        self.permits = threading.Semaphore(0)
+        self.state = threading.Condition()
+        self.arrived = self.in_flight = self.most_in_flight = 0
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                self.rfile.read(int(self.headers["Content-Length"]))
+                with server.state:
+                    server.arrived += 1
+                    server.in_flight += 1
+                    server.most_in_flight = max(server.most_in_flight, server.in_flight)
+                    server.state.notify_all()
+                let_through = server.permits.acquire(timeout=30)  # bounded: a broken test cannot hang the server
+                with server.state:
+                    server.in_flight -= 1
+                payload = json.dumps({"choices": [{"message": {"role": "assistant", "content": json.dumps(GOOD)}}],
+                                      "usage": {"prompt_tokens": 7, "completion_tokens": 3}}).encode()
+                self.send_response(200 if let_through else 504)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def wait_for_arrivals(self, count: int, seconds: float = 20) -> None:
+        with self.state:
+            if not self.state.wait_for(lambda: self.arrived >= count, timeout=seconds):
+                raise AssertionError(f"{count} requests expected by now; the server saw {self.arrived}, "
+                                     f"{self.in_flight} in flight")
+
+    def close(self) -> None:
+        self.permits.release(1000)  # whatever is still held is answered
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_concurrency_is_bounded_by_the_backends_setting():
+    concurrency, questions = 3, 8
+    server = HeldServer()
+    try:
+        backend = OpenAICompatible(server.url, "tiny", None, timeout=30, concurrency=concurrency)
+        runner = Runner(backend, retries=0, backoff=lambda attempt: 0.0)
+        answers: list = []
+        asking = threading.Thread(target=lambda: answers.extend(runner.ask_all([(n, QUESTION) for n in range(questions)])),
+                                  daemon=True)
+        asking.start()
+        # Let one request through at a time, each once the runner has filled every slot it may: a runner
+        # that sent more than `concurrency` at once would have them all held here together.
+        for released in range(questions):
+            server.wait_for_arrivals(min(questions, released + concurrency))
+            server.permits.release()
+        asking.join(30)
+        assert not asking.is_alive(), "the runner did not finish once every request was answered"
+        assert [a.decision is not None for a in answers] == [True] * questions
+        assert server.arrived == questions and server.most_in_flight == concurrency
+    finally:
+        server.close()
+
+
+def test_an_endpoint_that_never_answers_times_out_as_a_recorded_failure():
+    import socket
+
+    from headwater.consolidation.llm import TransientError
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept_and_say_nothing() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(listener.accept()[0])
+            except OSError:
+                continue
+
+    accepting = threading.Thread(target=accept_and_say_nothing, daemon=True)
+    accepting.start()
+    try:
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+        backend = OpenAICompatible(url, "tiny", None, timeout=0.5, concurrency=1)
+        with pytest.raises(TransientError, match="Timeout"):
+            backend.complete(QUESTION, decision_schema())
+        # Through the runner: retried, then recorded as no decision with its reason; the run goes on.
+        runner = Runner(backend, retries=1, backoff=lambda attempt: 0.0)
+        [asked] = runner.ask_all([("pair", QUESTION)])
+        assert asked.decision is None and "Timeout" in asked.error and "gave up after 2 attempts" in asked.error
+        assert runner.tokens.calls == 0  # nothing was answered, so nothing was counted
+    finally:
+        stop.set()
+        accepting.join(5)
+        for connection in held:
+            connection.close()
+        listener.close()
