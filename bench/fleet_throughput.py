@@ -190,7 +190,10 @@ def main() -> None:
             env = {**os.environ, "HEADWATER_REDIS_URL": redis_url, "HEADWATER_CHROMA_HOST": host,
                    "HEADWATER_CHROMA_PORT": str(port), "HEADWATER_COLLECTION": "bench",
                    # Two single-process workers share two cores: one model thread each, no oversubscription.
-                   "HEADWATER_MODEL_THREADS": "1"}
+                   "HEADWATER_MODEL_THREADS": "1",
+                   # Embedded mode does not consolidate after a sync by default; neither may the fleet
+                   # here, or a pass (an LLM on these workers' cores) would be timed as sync work.
+                   "HEADWATER_CONSOLIDATE_ON_WRITE": "false"}
             fleet = Fleet(env, workdir)
             try:
                 fleet.start("worker-a", "worker", "-c", "1")

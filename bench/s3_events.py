@@ -130,7 +130,10 @@ def fleet(endpoint: str, work: Path, objects: int, warmup: int, flush_delay: flo
     with redis_server(work) as redis_url, chroma_server(work) as (host, port):
         env = {**os.environ, "HEADWATER_REDIS_URL": redis_url, "HEADWATER_CHROMA_HOST": host,
                "HEADWATER_CHROMA_PORT": str(port), "HEADWATER_COLLECTION": "bench", "AWS_ENDPOINT_URL": endpoint,
-               "HEADWATER_CONFIG_FILE": str(work / "none.toml")}
+               "HEADWATER_CONFIG_FILE": str(work / "none.toml"),
+               # One worker serves every queue here; a consolidation pass (its own pool in infra/)
+               # would hold it and be timed as event latency.
+               "HEADWATER_CONSOLIDATE_ON_WRITE": "false"}
         if flush_delay is not None:
             env["HEADWATER_FLUSH_DELAY_SECONDS"] = str(flush_delay)
         logs = []
