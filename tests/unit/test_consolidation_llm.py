@@ -19,6 +19,17 @@ pytestmark = pytest.mark.timeout(60)
 GOOD = {"decision": "supersedes", "newer": "B", "merged_text": "", "reason": "B raises the limit and is dated later."}
 
 
+def _answer(handler: BaseHTTPRequestHandler, status: int, content: str) -> None:
+    """Reply as an OpenAI-compatible chat endpoint does, with `content` as the assistant's message."""
+    payload = json.dumps({"choices": [{"message": {"role": "assistant", "content": content}}],
+                          "usage": {"prompt_tokens": 7, "completion_tokens": 3}}).encode()
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(payload)))
+    handler.end_headers()
+    handler.wfile.write(payload)
+
+
 class ScriptedServer:
     """Answers each POST with the next scripted (status, content) and records what it was sent."""
 
@@ -31,13 +42,7 @@ class ScriptedServer:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 server.requests.append((self.path, dict(self.headers), body))
                 status, content = server.script.pop(0) if server.script else (200, json.dumps(GOOD))
-                payload = json.dumps({"choices": [{"message": {"role": "assistant", "content": content}}],
-                                      "usage": {"prompt_tokens": 7, "completion_tokens": 3}}).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
+                _answer(self, status, content)
 
             def log_message(self, *args: object) -> None:
                 pass
@@ -166,13 +171,7 @@ class HeldServer:
                 let_through = server.permits.acquire(timeout=30)  # bounded: a broken test cannot hang the server
                 with server.state:
                     server.in_flight -= 1
-                payload = json.dumps({"choices": [{"message": {"role": "assistant", "content": json.dumps(GOOD)}}],
-                                      "usage": {"prompt_tokens": 7, "completion_tokens": 3}}).encode()
-                self.send_response(200 if let_through else 504)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
+                _answer(self, 200 if let_through else 504, json.dumps(GOOD))
 
             def log_message(self, *args: object) -> None:
                 pass
