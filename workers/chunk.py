@@ -5,7 +5,8 @@ header (the document's path, then its title and section, or for code the symbol 
 `Session.request`), a blank line, and the chunk's own lines. Sizes are counted in the dense
 model's word pieces, header and special tokens included, so no chunk is ever truncated.
 
-Prose and plain text: sections start at titles and never share a chunk. Within a section, small
+Prose and plain text: sections start at titles. A section that fills a chunk has chunks of its own;
+neighbouring sections too small for one share a chunk whose header names them. Within a section, small
 units (sentences, or lines for text files) are packed until the next would not fit, or, once a
 chunk holds `chunk_min_tokens`, after a unit that ends a paragraph or whose content hash marks it
 as a boundary. Those structural and content-defined boundaries keep an edit local: after the
@@ -21,7 +22,7 @@ import hashlib
 import re
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from headwater.models import Chunk
 from headwater.settings import Settings
@@ -30,7 +31,7 @@ from workers.parse import Element, ParsedDocument
 from workers.tokens import SPECIAL_TOKENS, TokenCounter, token_counter
 
 # Bump when the chunking rules change: every stored document is then re-chunked by the next sync.
-CHUNKER_VERSION = "2"
+CHUNKER_VERSION = "3"
 # On average one unit in BOUNDARY_EVERY closes a chunk early (once past the minimum).
 BOUNDARY_EVERY = 4
 HEADER_SEPARATOR = "\n\n"
@@ -115,10 +116,23 @@ def _text_drafts(elements: list[Element], uri: str, counter: TokenCounter, limit
     drafts: list[_Draft] = []
     title = next((e.text.strip() for e in elements if e.is_title), None)
     header_limit = limits.window // HEADER_SHARE
+    small: list[tuple[str | None, list[_Unit]]] = []  # consecutive whole sections below the minimum
+
+    def flush_small() -> None:
+        if small:
+            drafts.extend(_merged_sections(small, uri, title, counter, limits))
+            small.clear()
+
     for section, section_elements in _sections(elements):
         header, header_tokens = _header(counter, header_limit, uri, title, section)
         budget = limits.body_budget(header_tokens)
         units = _units(section_elements, counter, budget)
+        if not any(u.text.strip() for u in units):
+            continue
+        if sum(u.tokens for u in units) < min(limits.min_tokens, budget - limits.overlap):
+            small.append((section, units))
+            continue
+        flush_small()
         previous: list[_Unit] = []
         # Room for the overlap is kept free, so a chunk with its overlap still fits.
         for pieces in _pack(units, budget - limits.overlap, min(limits.min_tokens, budget - limits.overlap)):
@@ -126,6 +140,48 @@ def _text_drafts(elements: list[Element], uri: str, counter: TokenCounter, limit
             if any(u.text.strip() for u in pieces):  # runs of blank lines make no chunk
                 drafts.append(_Draft(shown, header, section))
             previous = pieces
+    flush_small()
+    return drafts
+
+
+def _merged_sections(sections: list[tuple[str | None, list[_Unit]]], uri: str, title: str | None,
+                     counter: TokenCounter, limits: _Limits) -> list[_Draft]:
+    """Neighbouring small sections share a chunk, as small code definitions do; the header names them all.
+
+    A section of a sentence or two (a function's one-line docstring, a short FAQ answer) alone makes
+    a chunk mostly made of its header, which matches any query that shares a word with it. A group
+    closes once it reaches the minimum, when the next section would not fit, or before a section
+    whose title's hash marks it as a boundary, so an edit regroups at most its own and the next chunk.
+    """
+    header_limit = limits.window // HEADER_SHARE
+    drafts: list[_Draft] = []
+    group: list[tuple[str | None, list[_Unit]]] = []
+
+    def header_of(members: list[tuple[str | None, list[_Unit]]]) -> tuple[str, int]:
+        names = [s for s, _ in members if s and s != title]
+        return _header(counter, header_limit, uri, title, SYMBOL_SEPARATOR.join(dict.fromkeys(names)) or None)
+
+    def close() -> None:
+        if group:
+            header, _ = header_of(group)
+            # Each later section starts on a new paragraph, as it did in the document.
+            units = [replace(u, joiner=HEADER_SEPARATOR) if m and not n else u
+                     for m, (_, members) in enumerate(group) for n, u in enumerate(members)]
+            drafts.append(_Draft(units, header, group[0][0]))
+            group.clear()
+
+    for section, units in sections:
+        if group:
+            candidate = [*group, (section, units)]
+            body = sum(u.tokens for _, members in candidate for u in members)
+            _, header_tokens = header_of(candidate)
+            boundary = section is not None and _is_boundary(_Unit(section, "", 0, True))
+            if boundary or body > limits.body_budget(header_tokens) - limits.overlap:
+                close()
+        group.append((section, units))
+        if sum(u.tokens for _, members in group for u in members) >= limits.min_tokens:
+            close()
+    close()
     return drafts
 
 

@@ -67,13 +67,15 @@ def test_most_chunks_fill_most_of_the_window():
 
 
 def test_every_chunk_starts_with_its_header():
-    chunks = chunk_document(_prose(_paragraphs(2, 12), titles_every=3), "handbook/ops.md", Settings())
-    assert [c.section for c in chunks] == [f"Section {i}" for i in range(4)]
-    for chunk in chunks:
+    # Sections past the minimum have chunks of their own (smaller ones share one: the tests at the end).
+    chunks = chunk_document(_prose(_paragraphs(2, 24), titles_every=6), "handbook/ops.md", Settings())
+    assert list(dict.fromkeys(c.section for c in chunks)) == [f"Section {i}" for i in range(4)]
+    for n, chunk in enumerate(chunks):
         header = chunk.text.split(HEADER_SEPARATOR, 1)[0]
         assert header == f"handbook/ops.md > Section 0 > {chunk.section}".replace(" > Section 0 > Section 0",
                                                                                    " > Section 0")
-        assert _body(chunk.text).startswith(chunk.section)
+        if n == 0 or chunks[n - 1].section != chunk.section:
+            assert _body(chunk.text).startswith(chunk.section)
 
 
 def test_pages_are_kept():
@@ -155,3 +157,44 @@ def test_settings_refuse_sizes_that_leave_no_room():
         Settings(chunk_tokens=128, chunk_min_tokens=130)
     with pytest.raises(ValidationError, match="chunk_overlap_tokens"):
         Settings(chunk_overlap_tokens=100)
+
+
+def _reference(count: int, seed: int = 9) -> ParsedDocument:
+    """A module's reference page: a title, a lead paragraph, then one short section per function."""
+    rng = random.Random(seed)
+    words = "read write rows dialect quote field delimiter header value file reader writer".split()
+    elements = [Element("csv", "Title"), Element("Read and write tabular data in comma separated files.", "NarrativeText")]
+    for n in range(count):
+        elements.append(Element(f"function_{n}", "Title"))
+        elements.append(Element(f"Return the {' '.join(rng.choices(words, k=rng.randint(4, 12)))}.", "NarrativeText"))
+    return ParsedDocument(elements, "text/markdown", "unstructured")
+
+
+def test_small_sections_share_a_chunk_whose_header_names_them():
+    settings = Settings()
+    chunks = chunk_document(_reference(40), "reference/csv.md", settings)
+    assert_within_window(chunks, settings)
+    assert len(chunks) < 41 // 3  # a chunk per one-line section would be 41
+    seen = []
+    for chunk in chunks:
+        header, body = chunk.text.split(HEADER_SEPARATOR, 1)
+        named = [s for s in header.split(" > ")[-1].split(", ") if s.startswith("function_")]
+        # Every section in the body is named in the header, in order, and its text follows its title.
+        assert named == [line for line in body.split("\n\n") if line.startswith("function_")], chunk.text
+        seen += named
+        assert chunk.section == (named[0] if chunk.index else "csv")
+    assert seen == [f"function_{n}" for n in range(40)]
+
+
+def test_editing_one_small_section_changes_few_chunks():
+    settings = Settings()
+    before_doc = _reference(120)
+    before = {c.text for c in chunk_document(before_doc, "reference/csv.md", settings)}
+    elements = list(before_doc.elements)
+    target = elements.index(Element("function_60", "Title")) + 1
+    elements[target] = Element(elements[target].text.replace(".", ", or an empty list when the file has no rows."),
+                               "NarrativeText")
+    after = {c.text for c in chunk_document(ParsedDocument(elements, "text/markdown", "unstructured"),
+                                            "reference/csv.md", settings)}
+    changed = after - before
+    assert 1 <= len(changed) <= 2, f"{len(changed)} of {len(after)} chunks changed"
