@@ -67,7 +67,7 @@ def plan_document(facts: DocumentFacts, chunks: list[Chunk], stored: StoredDocum
     """New records to embed, metadata updates for kept chunks, and stale ids, for one document."""
     ids = chunk_ids(facts.source_id, facts.uri, [c.text for c in chunks])
     existing = stored.by_id() if stored else {}
-    title = next((c.section for c in chunks if c.section), None)
+    title = next((c.title for c in chunks if c.title), None)
     plan = DocumentPlan()
     for record_id, chunk in zip(ids, chunks):
         metadata = chunk_metadata(facts, chunk, len(chunks), title)

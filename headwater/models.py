@@ -51,13 +51,14 @@ class Chunk:
 
     text: str
     index: int
-    section: str | None = None
+    section: str | None = None  # prose: the section(s) the chunk holds, ", "-separated when small ones share it
     page: int | None = None
     page_end: int | None = None
     line_start: int | None = None
     line_end: int | None = None
     symbol: str | None = None  # code: the symbol path(s) the chunk holds, e.g. "Session.request"
     chunker: str | None = None  # fingerprint of the chunking rules that made it (workers.chunk)
+    title: str | None = None  # prose: the document's title (its first heading)
 
 
 @dataclass

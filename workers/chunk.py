@@ -105,11 +105,12 @@ def _header(counter: TokenCounter, limit: int, *parts: str | None) -> tuple[str,
 
 @dataclass(frozen=True)
 class _Draft:
-    """A chunk before assembly: its units, its header and the section it belongs to."""
+    """A chunk before assembly: its units, its header, the section(s) it holds and the document's title."""
 
     units: list[_Unit]
     header: str
     section: str | None = None
+    title: str | None = None
 
 
 def _text_drafts(elements: list[Element], uri: str, counter: TokenCounter, limits: _Limits) -> list[_Draft]:
@@ -138,7 +139,7 @@ def _text_drafts(elements: list[Element], uri: str, counter: TokenCounter, limit
         for pieces in _pack(units, budget - limits.overlap, min(limits.min_tokens, budget - limits.overlap)):
             shown = _with_overlap(previous, pieces, limits.overlap) if previous and limits.overlap else pieces
             if any(u.text.strip() for u in pieces):  # runs of blank lines make no chunk
-                drafts.append(_Draft(shown, header, section))
+                drafts.append(_Draft(shown, header, section, title))
             previous = pieces
     flush_small()
     return drafts
@@ -167,7 +168,8 @@ def _merged_sections(sections: list[tuple[str | None, list[_Unit]]], uri: str, t
             # Each later section starts on a new paragraph, as it did in the document.
             units = [replace(u, joiner=HEADER_SEPARATOR) if m and not n else u
                      for m, (_, members) in enumerate(group) for n, u in enumerate(members)]
-            drafts.append(_Draft(units, header, group[0][0]))
+            names = SYMBOL_SEPARATOR.join(dict.fromkeys(s for s, _ in group if s)) or None
+            drafts.append(_Draft(units, header, names, title))
             group.clear()
 
     for section, units in sections:
@@ -321,7 +323,7 @@ def _make_chunk(draft: _Draft, index: int, fingerprint: str) -> Chunk:
         index=index, section=section,
         page=min(pages) if pages else None, page_end=max(pages) if pages else None,
         line_start=line_start, line_end=line_end,
-        symbol=SYMBOL_SEPARATOR.join(symbols) or None, chunker=fingerprint,
+        symbol=SYMBOL_SEPARATOR.join(symbols) or None, chunker=fingerprint, title=draft.title,
     )
 
 

@@ -33,7 +33,9 @@ def test_first_sync_indexes_every_supported_format(harness, sample):
     assert any(m.get("symbol") for m in code)  # Python is chunked along its syntax
     assert len({m["chunker"] for metadata in records.values() for m in metadata.values()}) == 1
     titled = [m for m in records["ops/runbook.md"].values() if m.get("section")]
-    assert {m["section"] for m in titled} >= {"Rotating the Chroma token"}
+    # A small section shares its chunk with its neighbours; the chunk names every section it holds.
+    assert "Rotating the Chroma token" in {s for m in titled for s in m["section"].split(", ")}
+    assert {m["title"] for m in records["ops/runbook.md"].values()} == {"Operations runbook"}
     for metadata in pdf + code:
         assert {"source_id", "uri", "doc_version", "content_hash", "chunk_index", "modified_time"} <= set(metadata)
         indices, values = decode_sparse(metadata["sparse_vector"])

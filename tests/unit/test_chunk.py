@@ -182,7 +182,8 @@ def test_small_sections_share_a_chunk_whose_header_names_them():
         # Every section in the body is named in the header, in order, and its text follows its title.
         assert named == [line for line in body.split("\n\n") if line.startswith("function_")], chunk.text
         seen += named
-        assert chunk.section == (named[0] if chunk.index else "csv")
+        assert chunk.section == ", ".join((["csv"] if chunk.index == 0 else []) + named)
+        assert chunk.title == "csv"
     assert seen == [f"function_{n}" for n in range(40)]
 
 
