@@ -17,6 +17,7 @@ import threading
 import httpx
 import pytest
 
+from headwater.consolidation.config import ConsolidationSettings
 from headwater.consolidation.decision import VERDICTS, MalformedAnswer, decision_schema, parse_decision
 from headwater.consolidation.llm import LlamaCpp, OpenAICompatible, packaged_gguf
 from tests.consolidation_corpus import AMBIGUOUS, NEWER
@@ -25,6 +26,9 @@ from tests.services import free_port, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 RETRIES = 2
+# The answer budget users get by default (HEADWATER_CONSOLIDATE_LLM_MAX_TOKENS): a smaller one cut the
+# small model's longer answers off before their JSON closed, so the test measured the cap, not the model.
+ANSWER_TOKENS = ConsolidationSettings.model_fields["llm_max_tokens"].default
 GAVE_UP = re.compile(rf"^malformed answer: .+; gave up after {RETRIES + 1} attempts$", re.DOTALL)
 
 
@@ -117,7 +121,7 @@ def _score(corpus: CorpusHarness, report, label: str) -> int:
 
 
 def test_llama_cpp_in_process_decides_only_the_ambiguous_pairs(corpus, gguf):
-    backend = Recorded(LlamaCpp(gguf, n_ctx=2048, max_tokens=200))
+    backend = Recorded(LlamaCpp(gguf, n_ctx=2048, max_tokens=ANSWER_TOKENS))
     report = corpus.consolidator(backend=lambda: backend, retries=RETRIES).run()
     assert report.llm_pairs == len(AMBIGUOUS) and report.asked == len(AMBIGUOUS)
     assert report.llm_calls >= len(AMBIGUOUS) and report.prompt_tokens > 0 and report.completion_tokens > 0
@@ -157,7 +161,7 @@ def test_openai_compatible_endpoint_on_loopback(corpus, gguf, tmp_path):
         wait_until(up, 180, "llama-cpp-python's server")
         assert server.poll() is None, (tmp_path / "llm-server.log").read_text()[-3000:]
         backend = Recorded(OpenAICompatible(f"http://127.0.0.1:{port}/v1", "smollm2", None, timeout=300,
-                                            concurrency=2, max_tokens=200, schema_style="json_object"))
+                                            concurrency=2, max_tokens=ANSWER_TOKENS, schema_style="json_object"))
         report = corpus.consolidator(backend=lambda: backend, retries=RETRIES).run(dry_run=True)
         assert report.llm_pairs == len(AMBIGUOUS) and report.asked == len(AMBIGUOUS)
         assert report.llm_calls >= len(AMBIGUOUS) and report.prompt_tokens > 0
