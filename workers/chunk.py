@@ -155,33 +155,38 @@ def _merged_sections(sections: list[tuple[str | None, list[_Unit]]], uri: str, t
     whose title's hash marks it as a boundary, so an edit regroups at most its own and the next chunk.
     """
     header_limit = limits.window // HEADER_SHARE
+    Section = tuple[str | None, list[_Unit]]
     drafts: list[_Draft] = []
-    group: list[tuple[str | None, list[_Unit]]] = []
+    group: list[Section] = []
+    group_tokens = 0
+    group_header = ("", 0)  # the header of `group` as it stands, and its size
 
-    def header_of(members: list[tuple[str | None, list[_Unit]]]) -> tuple[str, int]:
+    def header_of(members: list[Section]) -> tuple[str, int]:
         names = [s for s, _ in members if s and s != title]
         return _header(counter, header_limit, uri, title, SYMBOL_SEPARATOR.join(dict.fromkeys(names)) or None)
 
     def close() -> None:
+        nonlocal group_tokens
         if group:
-            header, _ = header_of(group)
             # Each later section starts on a new paragraph, as it did in the document.
             units = [replace(u, joiner=HEADER_SEPARATOR) if m and not n else u
                      for m, (_, members) in enumerate(group) for n, u in enumerate(members)]
             names = SYMBOL_SEPARATOR.join(dict.fromkeys(s for s, _ in group if s)) or None
-            drafts.append(_Draft(units, header, names, title))
+            drafts.append(_Draft(units, group_header[0], names, title))
             group.clear()
+            group_tokens = 0
 
     for section, units in sections:
-        if group:
-            candidate = [*group, (section, units)]
-            body = sum(u.tokens for _, members in candidate for u in members)
-            _, header_tokens = header_of(candidate)
-            boundary = section is not None and _is_boundary(_Unit(section, "", 0, True))
-            if boundary or body > limits.body_budget(header_tokens) - limits.overlap:
-                close()
+        tokens = sum(u.tokens for u in units)
+        header = header_of([*group, (section, units)])
+        if group and ((section is not None and _is_boundary_text(section))
+                      or group_tokens + tokens > limits.body_budget(header[1]) - limits.overlap):
+            close()
+            header = header_of([(section, units)])
         group.append((section, units))
-        if sum(u.tokens for _, members in group for u in members) >= limits.min_tokens:
+        group_tokens += tokens
+        group_header = header
+        if group_tokens >= limits.min_tokens:
             close()
     close()
     return drafts
@@ -238,7 +243,12 @@ def _fit(text: str, tokens: int, counter: TokenCounter, budget: int) -> list[tup
 
 
 def _is_boundary(unit: _Unit) -> bool:
-    return zlib.crc32(unit.text.encode("utf-8")) % BOUNDARY_EVERY == 0
+    return _is_boundary_text(unit.text)
+
+
+def _is_boundary_text(text: str) -> bool:
+    """A content-defined boundary: decided by the text alone, so it stays where the text stays."""
+    return zlib.crc32(text.encode("utf-8")) % BOUNDARY_EVERY == 0
 
 
 def _pack(units: Sequence[_Unit], budget: int, min_tokens: int) -> list[list[_Unit]]:
