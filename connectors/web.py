@@ -130,7 +130,7 @@ class WebConnector:
                 continue
             uri = visit.uri or visit.url
             if visit.modified_time is None:  # no Last-Modified: the sitemap's lastmod, if it has one
-                visit.modified_time = crawl.lastmod.get(uri) or crawl.lastmod.get(visit.url)
+                visit.modified_time = self.state.get_lastmod(uri) or self.state.get_lastmod(visit.url)
             self._visits[uri] = visit
             version = None if visit.kind == "failed" else visit.version
             yield DocumentChange(self.source_id, uri, Op.UPSERT, version=version, sequence=now_ns())

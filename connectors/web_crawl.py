@@ -149,7 +149,7 @@ class Visitor:
             response = self.fetcher.get(url, self._validators if conditional else None)
             uri = normalize(response.url) or url
             if response.redirects:  # where it leads must be in the crawl too
-                refusal = self.connector.refusal(uri) or (None if self.robots.allowed(uri) else "disallowed by robots.txt")
+                refusal = self.connector.refusal(uri) or (None if self.robots.allowed(uri) else ROBOTS_DISALLOWED)
                 if refusal:
                     return Visit(url, "skipped", reason=f"redirects to {uri} ({refusal})")
                 prior = state.get(uri) if conditional else None
@@ -214,7 +214,6 @@ class Crawl:
         self.visitor = visitor
         self.queries = QueryBudget()
         self.frontier = _Frontier()
-        self.lastmod: dict[str, float] = {}
         self.fetched = 0
 
     def seeds(self) -> list[str]:
@@ -228,14 +227,16 @@ class Crawl:
                 sitemap_urls += [u for u in self.visitor.robots.sitemaps(start) if u not in sitemap_urls]
             except (FetchFailed, RefusedAddress, ResponseTooLarge):
                 pass  # the start URL's own visit fails and says why
+        lastmods: dict[str, float] = {}
         for page_url, lastmod in read_sitemaps(self.visitor.fetcher, sitemap_urls):
             url = normalize(page_url)
             if url and url not in seeds:
                 seeds.append(url)
                 if lastmod is not None:
-                    self.lastmod[url] = lastmod
-        # Where a fleet's fetches (other connectors, other processes) find the dates the sitemaps gave.
-        c.state.set_lastmods(self.lastmod)
+                    lastmods[url] = lastmod
+        # Kept in the crawl state, where this pass's listing and a fleet's fetches (other connectors,
+        # other processes) both find the dates the sitemaps gave.
+        c.state.set_lastmods(lastmods)
         return seeds
 
     def offer(self, url: str, depth: int) -> None:

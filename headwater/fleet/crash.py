@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
 import time
 from typing import Any
 
@@ -76,9 +75,8 @@ class CrashPoints:
     def _hold(self, key: str) -> None:
         self.redis.incr(key + ":held")
         deadline = time.monotonic() + HOLD_LIMIT_SECONDS
-        pause = threading.Event()
         while not self.redis.exists(key + ":release") and time.monotonic() < deadline:
-            pause.wait(_HOLD_POLL_SECONDS)
+            time.sleep(_HOLD_POLL_SECONDS)
 
     def arm(self, point: str, times: int = 1, uri: str | None = None, action: str = KILL) -> None:
         """Make the next `times` arrivals at `point` (of `uri`, when given) kill their worker, fail or hold."""
