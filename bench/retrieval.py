@@ -12,8 +12,10 @@ Each corpus is synced twice into a temporary embedded Chroma: with the old chara
 (workers/chunk.py). A query is found at rank r when the r-th distinct document among the hits
 is one of its answers. Reported per mode: hit@3, hit@10 and MRR@10.
 
-Run: `python -m bench.retrieval [--corpus docs|click|rich|all] [--dev] [--keep]`. `--dev` runs the
-small dev sets instead: tune on those, never on the reported sets.
+Run: `python -m bench.retrieval [--corpus docs|click|rich|starlette|all] [--dev] [--keep]`. `--dev`
+runs the dev sets instead (stdlib docs and click needs of their own, and starlette's source, a
+corpus that is never reported): tune on those, never on the reported sets. `--dev --per-query`
+prints each dev query's rank per mode, before and after.
 """
 
 from __future__ import annotations
@@ -130,16 +132,30 @@ def synced_searcher(workdir: Path, corpus: Path, name: str, legacy: bool) -> tup
     return searcher, chunks
 
 
+def query_ranks(searcher: Any, queries: dict[str, set[str]], mode: str, **fusion: float) -> list[int | None]:
+    """Each query's first relevant rank (None: not in the top K), in the order of `queries`."""
+    return [first_relevant_rank([h.uri for h in searcher.search(q, k=DEPTH, mode=mode, **fusion)], relevant)
+            for q, relevant in queries.items()]
+
+
 def scores(searcher: Any, queries: dict[str, set[str]], mode: str, **fusion: float) -> Scores:
-    ranks = [first_relevant_rank([h.uri for h in searcher.search(q, k=DEPTH, mode=mode, **fusion)], relevant)
-             for q, relevant in queries.items()]
-    return score(ranks)
+    return score(query_ranks(searcher, queries, mode, **fusion))
 
 
-def evaluate(workdir: Path, corpus: Path, name: str, queries: dict[str, set[str]], legacy: bool) -> tuple[dict, int]:
-    """Sync `corpus` with one chunker, then score every mode; returns ({mode: Scores}, chunks)."""
+def evaluate(workdir: Path, corpus: Path, name: str, queries: dict[str, set[str]],
+             legacy: bool) -> tuple[dict, dict, int]:
+    """Sync `corpus` with one chunker, then rank every query in every mode; returns ({mode: Scores}, {mode: ranks}, chunks)."""
     searcher, chunks = synced_searcher(workdir, corpus, name, legacy)
-    return {mode: scores(searcher, queries, mode) for mode in MODES}, chunks
+    ranks = {mode: query_ranks(searcher, queries, mode) for mode in MODES}
+    return {mode: score(r) for mode, r in ranks.items()}, ranks, chunks
+
+
+def print_query_ranks(queries: dict[str, set[str]], before: dict, after: dict) -> None:
+    """Dev sets only: every query's rank per mode, before -> after (where a chunking change wins or loses)."""
+    shown = lambda rank: str(rank) if rank else "-"  # noqa: E731
+    for n, query in enumerate(queries):
+        moves = "  ".join(f"{mode} {shown(before[mode][n]):>2} -> {shown(after[mode][n]):<2}" for mode in MODES)
+        print(f"    {moves}  {query}")
 
 
 def fusion_grid(workdir: Path, corpus: Path, name: str, queries: dict[str, set[str]]) -> None:
@@ -155,12 +171,16 @@ def fusion_grid(workdir: Path, corpus: Path, name: str, queries: dict[str, set[s
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus", choices=("docs", "click", "rich", "all"), default="all")
+    parser.add_argument("--corpus", choices=("docs", "click", "rich", "starlette", "all"), default="all")
     parser.add_argument("--dev", action="store_true", help="the small dev sets (for tuning) instead")
     parser.add_argument("--keep", action="store_true", help="keep the temporary corpora and Chromas")
     parser.add_argument("--fusion-grid", action="store_true",
                         help="with --dev: hybrid MRR for several RRF settings (today's chunker only)")
+    parser.add_argument("--per-query", action="store_true",
+                        help="with --dev: print every query's rank per mode, before and after")
     args = parser.parse_args()
+    if args.per_query and not args.dev:
+        parser.error("--per-query is for looking at queries, so it runs on the dev sets only (add --dev)")
     if args.fusion_grid and not args.dev:
         parser.error("--fusion-grid tunes, so it runs on the dev sets only (add --dev)")
 
@@ -171,7 +191,10 @@ def main() -> None:
                  {q: {f"{m}.md"} for q, m in docs.items()}),
         "click": ("click source", package_source("click"), {q: set(files) for q, files in code.items()}),
     }
-    if not args.dev:  # rich has no dev set: it was never tuned on
+    if args.dev:  # starlette is a dev corpus only: it is tuned on, so it is never reported
+        corpora["starlette"] = ("starlette source", package_source("starlette"),
+                                {q: set(files) for q, files in retrieval_sets.STARLETTE_SOURCE_DEV.items()})
+    else:  # rich has no dev set: it was never tuned on
         corpora["rich"] = ("rich source", package_source("rich"),
                            {q: set(files) for q, files in retrieval_sets.RICH_SOURCE.items()})
     workdir = Path(tempfile.mkdtemp(prefix="headwater-retrieval-"))
@@ -186,8 +209,10 @@ def main() -> None:
             if args.fusion_grid:
                 fusion_grid(workdir, corpus, f"{key}-grid", queries)
                 continue
-            before, before_chunks = evaluate(workdir, corpus, f"{key}-before", queries, legacy=True)
-            after, after_chunks = evaluate(workdir, corpus, f"{key}-after", queries, legacy=False)
+            before, before_ranks, before_chunks = evaluate(workdir, corpus, f"{key}-before", queries, legacy=True)
+            after, after_ranks, after_chunks = evaluate(workdir, corpus, f"{key}-after", queries, legacy=False)
+            if args.per_query:
+                print_query_ranks(queries, before_ranks, after_ranks)
             for mode in MODES:
                 rows.append((label, mode, before[mode], after[mode], before_chunks, after_chunks))
         print()
