@@ -31,7 +31,7 @@ from workers.parse import Element, ParsedDocument
 from workers.tokens import SPECIAL_TOKENS, TokenCounter, token_counter
 
 # Bump when the chunking rules change: every stored document is then re-chunked by the next sync.
-CHUNKER_VERSION = "3"
+CHUNKER_VERSION = "4"
 # On average one unit in BOUNDARY_EVERY closes a chunk early (once past the minimum).
 BOUNDARY_EVERY = 4
 HEADER_SEPARATOR = "\n\n"
@@ -251,23 +251,33 @@ def _is_boundary_text(text: str) -> bool:
     return zlib.crc32(text.encode("utf-8")) % BOUNDARY_EVERY == 0
 
 
-def _pack(units: Sequence[_Unit], budget: int, min_tokens: int) -> list[list[_Unit]]:
-    """Consecutive units in chunks of at most `budget` tokens, cut at structural or content-defined points."""
+def _pack(units: Sequence[_Unit], budget: int, min_tokens: int, join_tail: bool = False) -> list[list[_Unit]]:
+    """Consecutive units in chunks of at most `budget` tokens, cut at structural or content-defined points.
+
+    With `join_tail`, a short remainder joins the chunk before it where it fits (code: a closing
+    `return` or brace is no chunk of its own). Prose keeps a section's short last chunk: on the
+    retrieval dev sets, joining it cost the docstring corpus 0.035 of dense MRR@10.
+    """
     packed: list[list[_Unit]] = []
     current: list[_Unit] = []
-    length = 0
+    length = last_length = 0  # tokens in `current`, and in the chunk packed last
     for unit in units:
         alone = unit.whole and unit.tokens >= min_tokens
         if current and (length + unit.tokens > budget or alone):
             packed.append(current)
-            current, length = [], 0
+            current, length, last_length = [], 0, length
         current.append(unit)
         length += unit.tokens
         if alone or (length >= min_tokens and (unit.ends_block or _is_boundary(unit))):
             packed.append(current)
-            current, length = [], 0
+            current, length, last_length = [], 0, length
     if current:
-        packed.append(current)
+        # Only the last chunk changes, so an edit still stays local.
+        if (join_tail and packed and length < min_tokens and last_length + length <= budget
+                and not packed[-1][-1].whole):
+            packed[-1] += current
+        else:
+            packed.append(current)
     return packed
 
 
@@ -295,7 +305,7 @@ def _code_drafts(elements: list[Element], uri: str, suffix: str, counter: TokenC
     pieces = syntax_pieces("\n".join(lines).encode("utf-8"), suffix, line_tokens, budget)
     units = [u for piece in pieces for u in _piece_units(piece, lines, counter, budget)]
     drafts: list[_Draft] = []
-    for group in _pack(units, budget, min(limits.min_tokens, budget)):
+    for group in _pack(units, budget, min(limits.min_tokens, budget), join_tail=True):
         if not any(u.text.strip() for u in group):
             continue
         header, _ = _header(counter, header_limit, path_header, SYMBOL_SEPARATOR.join(_symbols(group)))

@@ -203,6 +203,17 @@ def test_a_large_function_is_split_at_inner_boundaries_and_keeps_its_symbol():
     assert all(_body(c.text).strip().startswith(("class Ledger:", "if value")) for c in chunks)
 
 
+def test_a_short_tail_joins_the_chunk_before_it_instead_of_standing_alone():
+    body = "".join(f"        if value == {n}:\n            total += compute_the_running_total(value, {n})\n"
+                   for n in range(120))
+    source = f"class Ledger:\n    def add(self, value):\n        total = 0\n{body}        return total\n"
+    settings = Settings()
+    chunks = _chunks("py", source, settings)
+    assert chunks[-1].line_end == len(source.splitlines()) and _body(chunks[-1].text).strip() != "return total"
+    assert _body(chunks[-1].text).rstrip().endswith("return total")
+    assert_within_window(chunks, settings)
+
+
 def test_unparseable_code_still_chunks():
     chunks = _chunks("py", "def broken(:\n    return ]\n" * 50, Settings())
     assert chunks and all(c.text.startswith("src/http/session.py") for c in chunks)
