@@ -201,10 +201,8 @@ class GitConnector:
         env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GCM_INTERACTIVE": "never", "LC_ALL": "C"}
         token = self._secret(self.token_env, "token_env")
         if token and urlsplit(self.url).scheme in ("http", "https"):
-            # GitHub, GitHub Enterprise and GitLab all accept a token as the password of basic auth.
-            basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
             env.update({"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "http.extraHeader",
-                        "GIT_CONFIG_VALUE_0": f"Authorization: Basic {basic}"})
+                        "GIT_CONFIG_VALUE_0": f"Authorization: Basic {_basic_credentials(token)}"})
         return env
 
     def _git(self, *args: str, stdin: bytes | None = None, check: bool = True) -> subprocess.CompletedProcess:
@@ -222,8 +220,8 @@ class GitConnector:
         text = stderr.decode("utf-8", "replace").strip().splitlines()
         line = next((l for l in reversed(text) if l.startswith(("fatal", "error"))), text[-1] if text else "")
         token = self._secret(self.token_env, "token_env")
-        if token:
-            line = line.replace(token, "***")
+        if token:  # as given, and as git sends it (the Basic credentials a trace or a proxy may echo)
+            line = line.replace(token, "***").replace(_basic_credentials(token), "***")
         return line[:500]
 
     @contextlib.contextmanager
@@ -434,3 +432,9 @@ def _github_web_url(url: str) -> str | None:
 
 
 register_connector(KIND, GitConnector, url_schemes=("git+https", "git+http", "git+ssh", "git+file", "git+git"))
+
+
+def _basic_credentials(token: str) -> str:
+    """The Basic-auth credentials git sends for a token: GitHub, GitHub Enterprise and GitLab all
+    accept a token as the password."""
+    return base64.b64encode(f"x-access-token:{token}".encode()).decode()

@@ -71,6 +71,14 @@ def test_spec_names_the_token_variable_never_its_value(monkeypatch):
     assert "ghp_NEVERLOGGED" not in connector.url
 
 
+def test_git_errors_never_carry_the_token_raw_or_as_the_basic_credentials_git_sends(monkeypatch):
+    monkeypatch.setenv("HW_TEST_GIT_TOKEN", "ghp_NEVERLOGGED")
+    connector = GitConnector("s", "https://github.com/o/r.git", token_env="HW_TEST_GIT_TOKEN", cache_dir="/tmp/unused")
+    credentials = connector._env()["GIT_CONFIG_VALUE_0"].split()[-1]  # what a proxy or trace could echo
+    stderr = f"warning: retrying\nerror: proxy answered 400 to 'Authorization: Basic {credentials}' for ghp_NEVERLOGGED\n"
+    assert connector._scrub(stderr.encode()) == "error: proxy answered 400 to 'Authorization: Basic ***' for ***"
+
+
 def test_a_secret_option_holding_a_value_is_refused_without_echoing_it(monkeypatch):
     with pytest.raises(ConfigurationError) as error:
         secret_from_env("ghp-abc/def", "git source s: token_env")
