@@ -371,7 +371,12 @@ class ChromaStore:
         return self.collection.count()
 
     def source_summary(self) -> dict[str, dict[str, int]]:
-        """Documents and chunks per source."""
+        """Documents and chunks per source: from the manifest (one record per document) when it accounts
+        for every chunk, else from every chunk's metadata (a collection written before the manifest,
+        or a write cut short)."""
+        summary = self.manifest.summary()
+        if summary is not None and sum(s["chunks"] for s in summary.values()) == self.collection.count():
+            return summary
         uris: dict[str, set[str]] = {}
         chunks: dict[str, int] = {}
         for _, metadatas in metadata_pages(self.collection):

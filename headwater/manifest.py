@@ -119,7 +119,24 @@ class Manifest:
             got = self.collection.get(ids=wanted[start:start + IDS_LIMIT], include=["metadatas"])
             yield from map(ManifestEntry.from_metadata, got["metadatas"])
 
-    def _pages(self, where: dict[str, Any]) -> Iterator[list[dict[str, Any]]]:
+    def summary(self) -> dict[str, dict[str, int]] | None:
+        """Documents and chunks per source from the entries alone; None while any entry is distrusted."""
+        if self.collection is None:
+            return None
+        counts: dict[str, dict[str, int]] = {}
+        for metadatas in self._pages(None):
+            for metadata in metadatas:
+                if ENTRY not in metadata:
+                    continue  # a coverage record
+                entry = ManifestEntry.from_metadata(metadata)
+                if not entry.complete:
+                    return None  # a write cut short: its chunk ids may not be what the collection holds
+                source = counts.setdefault(entry.source_id, {"documents": 0, "chunks": 0})
+                source["documents"] += 1
+                source["chunks"] += len(entry.ids)
+        return {source: counts[source] for source in sorted(counts)}
+
+    def _pages(self, where: dict[str, Any] | None) -> Iterator[list[dict[str, Any]]]:
         offset = 0
         while True:
             batch = self.collection.get(where=where, include=["metadatas"], limit=PAGE, offset=offset)

@@ -60,7 +60,7 @@ class Stats:
                              "workers": {q: len(v["workers"]) for q, v in queues.items()}, "done": done})
 
     def source_summary(self, max_age: float = 10.0) -> dict[str, dict[str, int]]:
-        """Documents and chunks per source in the default collection (cached; it reads every record's metadata)."""
+        """Documents and chunks per source in the default collection (cached; from the manifest, or every chunk when it cannot tell)."""
         if time.monotonic() - self._summary_at > max_age:
             try:
                 self.summary = self.backend.store_for(None).source_summary()

@@ -159,3 +159,20 @@ def test_a_pass_checks_the_saved_sparse_index_against_the_documents_it_read(clie
     third.delete([extra.id])
     index_after = open_sparse_index(third, tmp_path / "idx", save=True)
     assert counted == [1, 1] and len(index_after) == 6
+
+
+def test_the_source_summary_comes_from_the_manifest_once_it_accounts_for_every_chunk(client, monkeypatch):
+    store = ChromaStore(client, "summary", chunker="k1")
+    write_chunks(store, [chunk("a.md", n, 2) for n in range(2)] + [chunk("b.md", 0, 1)])
+    want = {"src": {"documents": 2, "chunks": 3}}
+    assert store.source_summary() == want  # no entries yet: counted from the chunks
+    store.documents("src", backfill=True)  # a full pass writes the entries
+
+    def every_chunk(*_, **__):
+        raise AssertionError("read every chunk's metadata")
+
+    with monkeypatch.context() as patched:
+        patched.setattr("headwater.chroma_store.metadata_pages", every_chunk)
+        assert store.source_summary() == want
+    store.manifest.mark_incomplete([("src", "a.md")])  # a write cut short: the entries are not the truth
+    assert store.manifest.summary() is None and store.source_summary() == want
