@@ -192,21 +192,23 @@ def test_small_neighbours_are_merged_and_a_file_that_fits_is_one_chunk():
     assert len(_chunks("py", "def f(x):\n    return x\n", Settings())) == 1
 
 
-def test_a_large_function_is_split_at_inner_boundaries_and_keeps_its_symbol():
+def _ledger() -> str:
+    """A class whose one method is far larger than a chunk, ending in a one-line `return`."""
     body = "".join(f"        if value == {n}:\n            total += compute_the_running_total(value, {n})\n"
                    for n in range(120))
-    source = f"class Ledger:\n    def add(self, value):\n        total = 0\n{body}        return total\n"
+    return f"class Ledger:\n    def add(self, value):\n        total = 0\n{body}        return total\n"
+
+
+def test_a_large_function_is_split_at_inner_boundaries_and_keeps_its_symbol():
     settings = Settings()
-    chunks = _chunks("py", source, settings)
+    chunks = _chunks("py", _ledger(), settings)
     assert len(chunks) > 3 and {c.symbol for c in chunks} == {"Ledger.add"}
     assert_within_window(chunks, settings)
     assert all(_body(c.text).strip().startswith(("class Ledger:", "if value")) for c in chunks)
 
 
-def test_a_short_tail_joins_the_chunk_before_it_instead_of_standing_alone():
-    body = "".join(f"        if value == {n}:\n            total += compute_the_running_total(value, {n})\n"
-                   for n in range(120))
-    source = f"class Ledger:\n    def add(self, value):\n        total = 0\n{body}        return total\n"
+def test_a_files_short_last_remainder_joins_the_chunk_before_it_instead_of_standing_alone():
+    source = _ledger()
     settings = Settings()
     chunks = _chunks("py", source, settings)
     assert chunks[-1].line_end == len(source.splitlines()) and _body(chunks[-1].text).strip() != "return total"
