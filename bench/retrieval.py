@@ -197,6 +197,9 @@ def main() -> None:
     else:  # rich has no dev set: it was never tuned on
         corpora["rich"] = ("rich source", package_source("rich"),
                            {q: set(files) for q, files in retrieval_sets.RICH_SOURCE.items()})
+    if args.corpus != "all" and args.corpus not in corpora:
+        parser.error(f"{args.corpus} is a {'reported' if args.dev else 'dev'} corpus only "
+                     f"({'drop' if args.dev else 'add'} --dev)")
     workdir = Path(tempfile.mkdtemp(prefix="headwater-retrieval-"))
     rows = []
     try:
