@@ -18,7 +18,7 @@ from headwater import cli_consolidate, cli_fleet, cli_push
 from headwater.cli_common import (AllowMassDeleteOpt, AllowPrivateAddressesOpt, ChromaPathOpt, CollectionOpt, ExcludeOpt,
                                   IncludeOpt, QueueUrlOpt, SourceIdOpt, announce_dead_letter, print_event_counts,
                                   configure_logging, resolve_connector, fail, cli_settings, err, out, stop_on_signals)
-from headwater.errors import HeadwaterError
+from headwater.errors import ConfigurationError, HeadwaterError
 from headwater.report import SyncReport
 from headwater.settings import load_settings
 
@@ -350,10 +350,42 @@ def doctor() -> None:
                             f"(onnxruntime, {sparse.onnx_file})",
             "markdown parser": f"{len(sample.elements)} elements",
         }
+        if llm := _in_process_llm_check():
+            checks["in-process LLM"] = llm
     except (HeadwaterError, ValueError, ImportError) as exc:
         fail(exc)
     for name, detail in checks.items():
         out.print(f"[green]ok[/green] {name}: {detail}")
+
+
+LLM_CHECK = ("import sys; from llama_cpp import Llama; "
+             "Llama(model_path=sys.argv[1], n_ctx=256, verbose=False, seed=0).create_completion('Hi', max_tokens=1)")
+
+
+def _in_process_llm_check() -> str | None:
+    """One token from llama.cpp and the packaged GGUF, where both are installed, in a child process.
+
+    A llama.cpp built for CPU features this machine does not grant (AMX under a hypervisor) dies
+    with SIGSEGV on its first completion: it must fail the install, saying what to do, not kill a
+    consolidation pass later.
+    """
+    import importlib.util
+    import subprocess
+    import sys
+
+    from headwater.consolidation.llm import packaged_gguf
+
+    model = packaged_gguf() if importlib.util.find_spec("llama_cpp") else None
+    if model is None:
+        return None
+    done = subprocess.run([sys.executable, "-c", LLM_CHECK, str(model)], capture_output=True, timeout=300)
+    if done.returncode != 0:
+        raise ConfigurationError(
+            f"llama-cpp-python exited with {done.returncode} computing one token of {model.name}; a build "
+            "for CPU instructions this machine does not allow does that: run `pip cache remove "
+            "llama_cpp_python`, then scripts/install.sh (it builds a portable AVX2 llama.cpp unless "
+            "CMAKE_ARGS says otherwise)")
+    return f"llama.cpp computed a token of {model.name}"
 
 
 @app.command()

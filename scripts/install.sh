@@ -6,6 +6,14 @@ cd "$(dirname "$0")/.."
 venv="${1:-.venv}"
 python="${PYTHON:-python3}"
 
+# llama-cpp-python (the `consolidate` extra) is built from source. A native build (-march=native)
+# uses every instruction its CPUID reports, AMX included, and AMX faults (SIGSEGV on the first
+# completion) where the kernel or hypervisor does not grant tile state: seen on this project's
+# CI machines. A portable AVX2 build runs wherever it was built and in images moved to other hosts.
+# Set CMAKE_ARGS yourself for another build (a GPU backend, say). pip caches the built wheel by
+# the source's address, not by these flags: after changing them, `pip cache remove llama_cpp_python`.
+export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON}"
+
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
 pip=("$venv/bin/python" -m pip --disable-pip-version-check)
 "${pip[@]}" install -q --upgrade pip

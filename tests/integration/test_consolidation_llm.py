@@ -177,3 +177,15 @@ def test_openai_compatible_endpoint_on_loopback(corpus, gguf, tmp_path):
         except subprocess.TimeoutExpired:
             server.kill()
         log.close()
+
+
+def test_doctor_fails_with_what_to_do_when_llama_cpp_crashes_on_its_first_token(monkeypatch):
+    import headwater.cli as cli
+    from headwater.errors import ConfigurationError
+
+    require_llama_cpp()
+    assert "computed a token" in cli._in_process_llm_check()  # the build installed here runs
+    # A build that faults (as an AMX build does where the hypervisor denies tile state) dies by SIGSEGV.
+    monkeypatch.setattr(cli, "LLM_CHECK", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")
+    with pytest.raises(ConfigurationError, match="exited with -11.*pip cache remove llama_cpp_python"):
+        cli._in_process_llm_check()
