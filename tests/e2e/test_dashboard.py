@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from headwater.fleet.crash import HOLD, CrashPoints
 from tests.integration.fleet_harness import TEST_TIMING, FleetProcesses
 from tests.integration.http_harness import TOKEN, ServeProcess
 from tests.integration.test_http_embedded import write_docs
@@ -19,6 +20,12 @@ from tests.services import chroma_server, redis_server
 
 pytestmark = pytest.mark.integration
 CHROMIUM = "/usr/bin/chromium"
+# One read of the run panel's progress and status: the panel is replaced every 2 s, so two reads
+# could see two different panels.
+READ_RUN = "() => [document.querySelector('#run .sub').innerText, document.querySelector('#run-status').innerText]"
+# The run is held on one document until the page has shown its progress move, so the live panel is
+# seen mid-run however fast the other documents go.
+HELD_POINT, HELD_URI = "fetch.after_commit", "note-012.md"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
@@ -35,6 +42,7 @@ def fleet_app(tmp_path):
                     # dashboard is tested with the production cookie flags.
                     "HEADWATER_SESSION_COOKIE_SECURE": "true"})
         server = ServeProcess(tmp_path, env)
+        server.crash = CrashPoints(fleet.redis, enabled=True)  # the workers run with crash points armed by tests
         try:
             server.start()
             yield server
@@ -92,6 +100,7 @@ def test_operator_adds_a_source_watches_it_retries_a_failure_and_searches(fleet_
     expect(page.locator("#queues")).to_contain_text("headwater.embed.dense")
 
     # Add a folder source from the keyboard; its first run starts and the page follows it live.
+    fleet_app.crash.arm(HELD_POINT, uri=HELD_URI, action=HOLD)
     page.focus("#f-id")
     page.keyboard.type("handbook")
     page.keyboard.press("Tab")
@@ -100,17 +109,19 @@ def test_operator_adds_a_source_watches_it_retries_a_failure_and_searches(fleet_
     page.wait_for_url("**/admin/runs/**")
     run_url = page.url
     expect(page.locator(".notice")).to_contain_text("Added handbook")
-    seen = set()
-    for _ in range(600):
-        seen.add(page.locator("#run .sub").first.inner_text())
-        if page.locator("#run-status").inner_text() != "running" and page.locator("#run-status").inner_text() != "pending":
+    seen, status = set(), "pending"
+    for _ in range(480):  # two minutes
+        held = fleet_app.crash.held(HELD_POINT)  # before the read: the run cannot finish while it holds
+        progress, status = page.evaluate(READ_RUN)
+        seen.add(progress)
+        if (held and len(seen) >= 2) or status not in ("running", "pending"):
             break
-        if len(seen) == 2:
-            shot(page, tmp_path, "2-run-in-progress")
         page.wait_for_timeout(250)
+    assert len(seen) >= 2 and status == "running", f"progress never moved on the page: {seen}, status {status}"
+    shot(page, tmp_path, "2-run-in-progress")
+    fleet_app.crash.release(HELD_POINT)
     expect(page.locator("#run-status")).to_have_text("complete with errors", timeout=240_000)
     assert page.url == run_url  # the page was never reloaded: the panel refreshed itself
-    assert len(seen) >= 2, f"progress never moved on the page: {seen}"
     expect(page.locator("#run .sub").first).to_have_text("25 / 25 documents")
     expect(page.locator("#failed")).to_contain_text("latin1.md")
     expect(page.locator("#failed")).to_contain_text("not valid UTF-8")
