@@ -25,10 +25,10 @@ if TYPE_CHECKING:  # scipy, under the sparse index, is imported only where a spa
 Mode = Literal["dense", "sparse", "hybrid"]
 # Reciprocal rank fusion: score = sum over rankings of weight / (RRF_K + rank), ranks from 1.
 # Chosen on the dev sets of bench/retrieval.py (`--dev --fusion-grid`), never on the reported
-# ones: once chunks could end past 96 word pieces (chunk_min_tokens) a small constant and the dense side
-# weighted 1.5 to 1 (MiniLM ranks better than SPLADE-tiny alone) had the best mean MRR@10 over the
-# three dev sets (0.871, against 0.854 for the 20 and 2:1 chosen at a minimum of 160, and 0.842 for the RRF paper's
-# 60 and 1:1).
+# ones: once chunks could end past 96 word pieces (chunk_min_tokens), a small constant and the
+# dense side weighted 1.5 to 1 (MiniLM ranks better than SPLADE-tiny alone) had the best mean
+# MRR@10 over the three dev sets (0.871, against 0.854 for the 20 and 2:1 chosen at a minimum of
+# 160, and 0.842 for the RRF paper's 60 and 1:1).
 RRF_K = 5
 DENSE_WEIGHT = 1.5
 SPARSE_WEIGHT = 1.0
