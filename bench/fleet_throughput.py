@@ -5,6 +5,8 @@ Starts its own services on loopback: a private redis-server and a `chroma run` s
 2. Fleet, 2 workers: two worker processes (`headwater worker -c 1`, all queues, one model thread
    each: two processes on two cores), models warmed by a small run first, then `sync --fleet` of
    the same corpus into a collection of its own; timed from queueing to the run's completion.
+   Steps 1 and 2 are timed as `--repeat` pairs (3), alternating which mode goes first, with the
+   vector cache emptied before each fleet run; the medians and every pair's ratio are printed.
 3. Overhead: the same comparison on many tiny documents (one short sentence each), where model
    work is negligible, so (fleet - embedded) / documents is what queueing, payloads and run
    accounting cost per document.
@@ -17,7 +19,7 @@ seconds per process (this process, each worker, the beat, Chroma, Redis) and per
 threads that ran it) are printed for each timed run: they say where the time went whatever else
 ran on the machine.
 
-Run: `python -m bench.fleet_throughput [--min-chunks N] [--tiny N]`.
+Run: `python -m bench.fleet_throughput [--min-chunks N] [--tiny N] [--repeat N]`.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import argparse
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import sysconfig
@@ -37,6 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # Standard-library packages copied, in this order, until the corpus has enough chunks.
 PACKAGES = ("email", "json", "http", "logging", "urllib", "xml", "concurrent", "importlib", "asyncio", "unittest")
 STAGES = ("fetch", "parse", "dense", "sparse", "write")
+_RUN_NAMES = {"embedded": "embedded", "fleet": "fleet, 2 workers", "one": "fleet, 1 worker"}
 # Pool layouts the capacity model is printed for: PROCESSES:stage[@speed-up],... per pool.
 LAYOUTS = (
     ("4:fetch,parse,dense,sparse,write",),
@@ -166,6 +170,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--min-chunks", type=int, default=2000, help="corpus size in chunks (stdlib sources)")
     parser.add_argument("--tiny", type=int, default=200, help="tiny documents for the overhead measurement")
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="timed pairs of embedded and 2-worker runs (one pair moves by several per cent between runs)")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     from bench.capacity_model import Pool, predict
@@ -183,7 +189,8 @@ def main() -> None:
         (warm / f"warm-{n}.md").write_text(f"# Warm up {n}\n\nLoads the models in every worker ({n}).\n")
     load_at_start = _load()
     measured: dict[int, tuple[float, dict[str, float]]] = {}
-    cpu: dict[str, dict[str, float]] = {}  # timed run -> process -> CPU seconds
+    walls: dict[str, list[float]] = {name: [] for name in _RUN_NAMES.values()}  # timed run -> wall seconds, each time
+    cpu: dict[str, list[dict[str, float]]] = {}  # timed run -> process -> CPU seconds, each time
     stage_cpu: dict[int, dict[str, float]] = {}  # workers -> stage -> CPU seconds
     try:
         with redis_server(workdir) as redis_url, chroma_server(workdir) as (host, port):
@@ -201,22 +208,30 @@ def main() -> None:
                 fleet.start("beat", "beat", "--schedule-file", str(workdir / "beat-schedule"))
                 fleet.run(warm, "warm", "warm")
                 fleet.run(warm, "warm-again", "warm-again")
-                before = fleet.cpu()
-                embedded_s = _embedded(corpus, workdir, "corpus")
-                after = fleet.cpu()
-                cpu["embedded"] = _cpu_delta(before, after)
-                fleet_s = fleet.run(corpus, "corpus", "bench-2")
-                cpu["fleet, 2 workers"] = _cpu_delta(after, fleet.cpu())
-                stage_cpu[2] = fleet.stage_cpu_seconds()
-                measured[2] = (fleet_s, fleet.stage_seconds())
+                for pair in range(args.repeat):
+                    # Alternate which mode goes first, so a drift in the machine's speed (another
+                    # tenant, a frequency change) falls on both modes alike.
+                    for mode in (("embedded", "fleet") if pair % 2 == 0 else ("fleet", "embedded")):
+                        before = fleet.cpu()
+                        if mode == "embedded":
+                            walls["embedded"].append(_embedded(corpus, workdir, f"corpus-{pair}"))
+                        else:
+                            fleet.forget_vectors()  # the previous pair's vectors must not spare this run any work
+                            walls["fleet, 2 workers"].append(fleet.run(corpus, f"corpus-{pair}", f"bench-2-{pair}"))
+                            stage_cpu[2] = fleet.stage_cpu_seconds()
+                            measured[2] = (walls["fleet, 2 workers"][-1], fleet.stage_seconds())
+                        cpu.setdefault(_RUN_NAMES[mode], []).append(_cpu_delta(before, fleet.cpu()))
+                embedded_s, fleet_s = (statistics.median(walls[name]) for name in ("embedded", "fleet, 2 workers"))
+                ratios = [f / e for e, f in zip(walls["embedded"], walls["fleet, 2 workers"])]
                 tiny_embedded_s = _embedded(tiny, workdir, "tiny")
                 tiny_fleet_s = fleet.run(tiny, "tiny", "bench-tiny")
                 tiny_costs = fleet.stage_seconds()
                 fleet.stop("worker-b")
                 fleet.forget_vectors()
                 before = fleet.cpu()
-                one_s = fleet.run(corpus, "corpus-1", "bench-1")
-                cpu["fleet, 1 worker"] = _cpu_delta(before, fleet.cpu())
+                one_s = fleet.run(corpus, "corpus-1-worker", "bench-1")
+                walls["fleet, 1 worker"].append(one_s)
+                cpu["fleet, 1 worker"] = [_cpu_delta(before, fleet.cpu())]
                 stage_cpu[1] = fleet.stage_cpu_seconds()
                 measured[1] = (one_s, fleet.stage_seconds())
             finally:
@@ -231,6 +246,9 @@ def main() -> None:
     print(f"fleet sync (2 workers): {fleet_s:7.1f} s  ({documents / fleet_s:.2f} documents/s); "
           f"fleet / embedded time {fleet_s / embedded_s:.2f}x")
     print(f"fleet sync (1 worker):  {one_s:7.1f} s  ({documents / one_s:.2f} documents/s)")
+    print(f"{args.repeat} pairs (embedded, fleet with 2 workers; alternating which goes first), medians above: "
+          + "; ".join(f"{e:.1f} s / {f:.1f} s = {r:.3f}x" for e, f, r in zip(walls["embedded"], walls["fleet, 2 workers"], ratios))
+          + f"; median ratio {statistics.median(ratios):.3f}x, worst {max(ratios):.3f}x")
     overhead = (tiny_fleet_s - tiny_embedded_s) / args.tiny * 1000
     print(f"tiny documents ({args.tiny}): embedded {tiny_embedded_s:.1f} s, fleet {tiny_fleet_s:.1f} s; "
           f"queueing overhead {overhead:.0f} ms per document; worker seconds per tiny document: "
@@ -247,10 +265,10 @@ def main() -> None:
           "or queueing and polling a fleet run):")
     print("| run | wall | " + " | ".join(processes) + " | all |")
     print("|---|---|" + "---|" * (len(processes) + 1))
-    walls = {"embedded": embedded_s, "fleet, 2 workers": fleet_s, "fleet, 1 worker": one_s}
-    for run, seconds in cpu.items():
-        print(f"| {run} | {walls[run]:.1f} | " + " | ".join(f"{seconds.get(p, 0.0):.1f}" for p in processes)
-              + f" | {sum(seconds.values()):.1f} |")
+    for run, each in cpu.items():
+        for n, seconds in enumerate(each):
+            print(f"| {run}{f' ({n + 1})' if len(each) > 1 else ''} | {walls[run][n]:.1f} | "
+                  + " | ".join(f"{seconds.get(p, 0.0):.1f}" for p in processes) + f" | {sum(seconds.values()):.1f} |")
     print()
     print("Per-stage CPU seconds (the threads that ran each stage) against wall seconds:")
     print("| run | " + " | ".join(STAGES) + " |")

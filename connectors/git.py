@@ -307,17 +307,18 @@ class GitConnector:
         if self.commit is None:
             self.commit = self.fetch()
         commit = self._at()
-        listing = self._git("ls-tree", "-r", "-z", "--full-tree", commit).stdout
+        # -l adds each blob's size (from the object store, no content read): fleet runs go largest first.
+        listing = self._git("ls-tree", "-r", "-l", "-z", "--full-tree", commit).stdout
         for entry in listing.split(b"\0"):
             if not entry:
                 continue
             meta, _, raw_path = entry.partition(b"\t")
-            mode, kind, blob = meta.decode().split()
+            mode, kind, blob, size = meta.decode().split()
             path = raw_path.decode("utf-8", "surrogateescape")
             # Symbolic links and submodules are not files of this repository.
             if kind != "blob" or mode == "120000" or not self.wants(path):
                 continue
-            yield DocumentChange(self.source_id, path, Op.UPSERT, version=blob)
+            yield DocumentChange(self.source_id, path, Op.UPSERT, version=blob, size=int(size))
 
     def changes_between(self, before: str, after: str) -> list[FileChange]:
         """What a push changed: git's tree diff of two commits, exact renames paired by blob id."""

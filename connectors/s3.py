@@ -213,7 +213,7 @@ class S3Connector:
                     yield self._listed(obj["Key"], obj.get("ETag"), obj.get("Size"), obj.get("VersionId"))
 
     def _listed(self, key: str, etag: str | None, size: int | None, version_id: str | None) -> DocumentChange:
-        return DocumentChange(self.source_id, key, Op.UPSERT, version=object_version(etag, size, version_id))
+        return DocumentChange(self.source_id, key, Op.UPSERT, version=object_version(etag, size, version_id), size=size)
 
     # Reader ------------------------------------------------------------------------------------
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
 from typing import Any
 
@@ -30,6 +30,9 @@ class DocumentChange:
     # changes of the same space. "" is time-like keys (20-digit ns); S3's sequencers are a space of
     # their own, since a hex sequencer and a time say nothing about each other.
     order_space: str = ""
+    # Bytes, where the listing says so for free (a stat, an object listing): a fleet run starts its
+    # largest documents first, so its last ones are small and both workers stay busy to the end.
+    size: int | None = None
 
     @property
     def order_key(self) -> str:
@@ -42,7 +45,9 @@ class DocumentChange:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> DocumentChange:
-        return cls(**{**data, "op": Op(data["op"])})
+        # Fields this release does not know (written by a newer one in a rolling upgrade) are dropped.
+        known = {f.name for f in fields(cls)}
+        return cls(**{**{k: v for k, v in data.items() if k in known}, "op": Op(data["op"])})
 
 
 @dataclass(frozen=True)

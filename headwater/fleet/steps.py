@@ -175,9 +175,20 @@ def _store_listing(fleet: Fleet, run) -> None:  # noqa: ANN001
         else:
             todo.append(change)
     gone = [uri for uri in stored if uri not in listed]
+    todo.sort(key=largest_first)
     check_deletions(run.source_id, len(stored), likely_deletions(stored, listed, todo), len(listed),
                     run.allow_mass_delete)
     fleet.runs.store_listing(run.id, todo, unchanged, gone, scanned=len(listed))
+
+
+def largest_first(change: DocumentChange) -> int:
+    """Admission order of a full run's documents: largest first, listing order among equals and unknowns.
+
+    Workers take documents one at a time, and a document's chunks are embedded by one worker per
+    side, so a large document admitted last leaves the other workers idle while it finishes. Started
+    first, its long steps overlap the many short ones (longest-processing-time-first scheduling).
+    """
+    return -(change.size or 0)
 
 
 # fetch --------------------------------------------------------------------------------------

@@ -335,6 +335,29 @@ def test_a_small_source_is_served_while_a_large_one_backfills(processes, collect
     assert processes.wait_for_run(fleet, large_run, 400).status.value == "complete"
 
 
+def test_a_full_run_admits_its_largest_documents_first(services, collection, tmp_path):
+    """The listing step, run in-process with no worker: the fetches it sends come largest first."""
+    from headwater.fleet import steps
+    from headwater.fleet.context import Fleet
+    from workers import names
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    sizes = {"a-small.md": 1, "b-large.md": 40, "c-medium.md": 12, "d-tiny.md": 0, "e-larger.md": 60}
+    for name, paragraphs in sizes.items():
+        (folder / name).write_text(f"# {name}\n\n" + WORDS * paragraphs)
+    sent: list[tuple[str, list]] = []
+    settings = Settings(redis_url=services["redis_url"], chroma_host=services["host"], chroma_port=services["port"],
+                        collection=collection, run_window=32)
+    fleet = Fleet(settings, lambda task, args, countdown=None: sent.append((task, args)))
+    run_id = enqueue_sync(fleet, spec(folder, "largest-first"), local_target(settings))
+    assert sent == [(names.LIST_SOURCE, [run_id])]
+    steps.list_source(fleet, run_id)
+    fetched = [args[1] for task, args in sent if task == names.FETCH]
+    assert fetched == sorted(sizes, key=lambda name: -(folder / name).stat().st_size)
+    assert fetched == ["e-larger.md", "b-large.md", "c-medium.md", "a-small.md", "d-tiny.md"]
+
+
 # Outages and production timing: services of their own ------------------------------------------
 
 @pytest.fixture

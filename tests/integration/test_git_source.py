@@ -69,6 +69,9 @@ def test_full_sync_reads_text_files_with_git_metadata_and_skips_the_rest_with_re
     assert "vendored" in report.skipped["vendor/lib/left_pad.js"]
     assert "max_file_kb" in report.skipped["data/huge.txt"]
     assert connector.cursor == commit
+    # The listing carries each blob's size (fleet runs admit their largest documents first).
+    sizes = {c.uri: c.size for c in connector_for(repo, tmp_path).list_documents()}
+    assert sizes == {path: len(data) for path, data in repo.files().items()}
     records = harness.records()["src/app.py"]
     metadata = next(iter(records.values()))
     assert metadata["repository"] == "handbook" and metadata["commit"] == commit and metadata["branch"] == "main"

@@ -143,7 +143,9 @@ def test_listing_is_paginated(aws):
     for i in range(25):
         aws["s3"].put_object(Bucket=bucket, Key=f"p/{i:02}.md", Body=note("pages", i))
     connector = S3Connector("p", bucket, "p", endpoint_url=aws["endpoint"], page_size=10)
-    assert [c.uri for c in connector.list_documents()] == [f"p/{i:02}.md" for i in range(25)]
+    listed = list(connector.list_documents())
+    assert [c.uri for c in listed] == [f"p/{i:02}.md" for i in range(25)]
+    assert [c.size for c in listed] == [len(note("pages", i)) for i in range(25)]  # fleet runs go largest first
 
 
 def test_versioned_bucket_versions_carry_the_version_id(aws, make_harness, tmp_path):

@@ -38,6 +38,15 @@ def test_live_changes_order_by_sequence_or_observation_time():
     assert DocumentChange.from_json(newer.to_json()) == newer
 
 
+def test_a_change_reads_back_from_older_and_newer_releases():
+    change = DocumentChange("s", "a", Op.UPSERT, version="7:3", size=3)
+    written_before_size = {k: v for k, v in change.to_json().items() if k != "size"}
+    assert DocumentChange.from_json(written_before_size) == DocumentChange("s", "a", Op.UPSERT, version="7:3",
+                                                                           observed_at=change.observed_at)
+    # A field a newer release adds (in a rolling upgrade) is dropped, not a TypeError at every fetch.
+    assert DocumentChange.from_json({**change.to_json(), "added_later": 1}) == change
+
+
 def test_the_sweeper_is_scheduled_and_never_piles_up():
     schedule = beat_schedule(Settings(sweep_interval_seconds=7))
     entry = schedule["sweep-fleet-leases"]

@@ -20,6 +20,7 @@ def test_lists_files_with_relative_uris_and_stat_versions(tmp_path):
     changes = list(FolderConnector("s", tmp_path).list_documents())
     assert [c.uri for c in changes] == ["a.md", "sub/b.txt"]
     assert all(c.op is Op.UPSERT and c.source_id == "s" and ":" in c.version for c in changes)
+    assert [c.size for c in changes] == [1, 1]  # a fleet run admits its largest documents first
 
 
 def test_include_and_exclude_globs(tmp_path):
