@@ -171,7 +171,8 @@ def main() -> None:
     parser.add_argument("--min-chunks", type=int, default=2000, help="corpus size in chunks (stdlib sources)")
     parser.add_argument("--tiny", type=int, default=200, help="tiny documents for the overhead measurement")
     parser.add_argument("--repeat", type=int, default=3,
-                        help="timed pairs of embedded and 2-worker runs (one pair moves by several per cent between runs)")
+                        help="timed pairs of embedded and 2-worker runs (one pair moves by several "
+                             "per cent between runs)")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     from bench.capacity_model import Pool, predict
@@ -247,7 +248,8 @@ def main() -> None:
           f"fleet / embedded time {fleet_s / embedded_s:.2f}x")
     print(f"fleet sync (1 worker):  {one_s:7.1f} s  ({documents / one_s:.2f} documents/s)")
     print(f"{args.repeat} pairs (embedded, fleet with 2 workers; alternating which goes first), medians above: "
-          + "; ".join(f"{e:.1f} s / {f:.1f} s = {r:.3f}x" for e, f, r in zip(walls["embedded"], walls["fleet, 2 workers"], ratios))
+          + "; ".join(f"{e:.1f} s / {f:.1f} s = {r:.3f}x"
+                      for e, f, r in zip(walls["embedded"], walls["fleet, 2 workers"], ratios))
           + f"; median ratio {statistics.median(ratios):.3f}x, worst {max(ratios):.3f}x")
     overhead = (tiny_fleet_s - tiny_embedded_s) / args.tiny * 1000
     print(f"tiny documents ({args.tiny}): embedded {tiny_embedded_s:.1f} s, fleet {tiny_fleet_s:.1f} s; "

@@ -130,8 +130,8 @@ class FolderConnector:
         if not stat_module.S_ISREG(st.st_mode):
             return None
         # A file's mtime orders its changes (live changes of one uri are applied newest-last).
-        return DocumentChange(self.source_id, uri, Op.UPSERT, version=file_version(st), sequence=f"{st.st_mtime_ns:020d}",
-                              size=st.st_size)
+        return DocumentChange(self.source_id, uri, Op.UPSERT, version=file_version(st),
+                              sequence=f"{st.st_mtime_ns:020d}", size=st.st_size)
 
     # Reader ----------------------------------------------------------------------------------
 
