@@ -215,12 +215,13 @@ def main() -> None:
                     for mode in (("embedded", "fleet") if pair % 2 == 0 else ("fleet", "embedded")):
                         before = fleet.cpu()
                         if mode == "embedded":
-                            walls["embedded"].append(_embedded(corpus, workdir, f"corpus-{pair}"))
+                            seconds = _embedded(corpus, workdir, f"corpus-{pair}")
                         else:
                             fleet.forget_vectors()  # the previous pair's vectors must not spare this run any work
-                            walls["fleet, 2 workers"].append(fleet.run(corpus, f"corpus-{pair}", f"bench-2-{pair}"))
+                            seconds = fleet.run(corpus, f"corpus-{pair}", f"bench-2-{pair}")
                             stage_cpu[2] = fleet.stage_cpu_seconds()
-                            measured[2] = (walls["fleet, 2 workers"][-1], fleet.stage_seconds())
+                            measured[2] = (seconds, fleet.stage_seconds())
+                        walls[_RUN_NAMES[mode]].append(seconds)
                         cpu.setdefault(_RUN_NAMES[mode], []).append(_cpu_delta(before, fleet.cpu()))
                 embedded_s, fleet_s = (statistics.median(walls[name]) for name in ("embedded", "fleet, 2 workers"))
                 ratios = [f / e for e, f in zip(walls["embedded"], walls["fleet, 2 workers"])]
