@@ -2,7 +2,8 @@
 
 Every chunk's text is what the models embed and what the collection stores: a one-line context
 header (the document's path, then its title and section, or for code the symbol path such as
-`Session.request`), a blank line, and the chunk's own lines. Sizes are counted in the dense
+`Session.request`, then the document's summary sentence from workers/summary_line.py), a blank line,
+and the chunk's own lines. Sizes are counted in the dense
 model's word pieces, header and special tokens included, so no chunk is ever truncated.
 
 Prose and plain text: sections start at titles. A section that fills a chunk has chunks of its own;
@@ -19,7 +20,6 @@ large ones split at inner boundaries, small neighbours merged by the same packin
 from __future__ import annotations
 
 import hashlib
-import re
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -28,10 +28,11 @@ from headwater.models import Chunk
 from headwater.settings import Settings
 from workers.code_chunks import Piece, code_language, syntax_pieces
 from workers.parse import Element, ParsedDocument
+from workers.summary_line import SENTENCE_END, code_summary, prose_summary
 from workers.tokens import SPECIAL_TOKENS, TokenCounter, token_counter
 
 # Bump when the chunking rules change: every stored document is then re-chunked by the next sync.
-CHUNKER_VERSION = "4"
+CHUNKER_VERSION = "5"
 # On average one unit in BOUNDARY_EVERY closes a chunk early (once past the minimum).
 BOUNDARY_EVERY = 4
 HEADER_SEPARATOR = "\n\n"
@@ -39,9 +40,10 @@ SYMBOL_SEPARATOR = ", "
 # A header never takes more than this share of the window; code reserves this much for symbol paths.
 HEADER_SHARE = 4
 SYMBOL_TOKENS = 24
+# The document's summary sentence (workers.summary_line) closes every header, cut to this many word pieces.
+SUMMARY_TOKENS = 24
 # Words longer than the tokenizer reads (100 characters) count as one token; bound text by characters too.
 MAX_CHARS_PER_TOKEN = 10
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
 
 
 @dataclass(frozen=True)
@@ -91,7 +93,11 @@ def chunk_document(parsed: ParsedDocument, uri: str, settings: Settings) -> list
 # Headers ------------------------------------------------------------------------------------------
 
 def _header(counter: TokenCounter, limit: int, *parts: str | None) -> tuple[str, int]:
-    """`path > title > section`, cut to `limit` word pieces; returns the text and its size."""
+    """`path > title > section > summary`, cut to `limit` word pieces; returns the text and its size.
+
+    The cut takes from the end, so the summary gives way first and the chunk's place in the document
+    (path, title, section or symbols) is always kept.
+    """
     seen: list[str] = []
     for part in parts:
         part = " ".join((part or "").split())
@@ -99,6 +105,10 @@ def _header(counter: TokenCounter, limit: int, *parts: str | None) -> tuple[str,
             seen.append(part)
     text, _ = counter.cut(" > ".join(seen), limit)
     return text, counter.count(text)
+
+
+def _bounded_summary(counter: TokenCounter, summary: str | None) -> str | None:
+    return counter.cut(summary, SUMMARY_TOKENS)[0] if summary else None
 
 
 # Prose and plain text ---------------------------------------------------------------------------
@@ -116,16 +126,17 @@ class _Draft:
 def _text_drafts(elements: list[Element], uri: str, counter: TokenCounter, limits: _Limits) -> list[_Draft]:
     drafts: list[_Draft] = []
     title = next((e.text.strip() for e in elements if e.is_title), None)
+    summary = _bounded_summary(counter, prose_summary(elements))
     header_limit = limits.window // HEADER_SHARE
     small: list[tuple[str | None, list[_Unit]]] = []  # consecutive whole sections below the minimum
 
     def flush_small() -> None:
         if small:
-            drafts.extend(_merged_sections(small, uri, title, counter, limits))
+            drafts.extend(_merged_sections(small, uri, title, summary, counter, limits))
             small.clear()
 
     for section, section_elements in _sections(elements):
-        header, header_tokens = _header(counter, header_limit, uri, title, section)
+        header, header_tokens = _header(counter, header_limit, uri, title, section, summary)
         budget = limits.body_budget(header_tokens)
         units = _units(section_elements, counter, budget)
         if not any(u.text.strip() for u in units):
@@ -146,7 +157,7 @@ def _text_drafts(elements: list[Element], uri: str, counter: TokenCounter, limit
 
 
 def _merged_sections(sections: list[tuple[str | None, list[_Unit]]], uri: str, title: str | None,
-                     counter: TokenCounter, limits: _Limits) -> list[_Draft]:
+                     summary: str | None, counter: TokenCounter, limits: _Limits) -> list[_Draft]:
     """Neighbouring small sections share a chunk, as small code definitions do; the header names them all.
 
     A section of a sentence or two (a function's one-line docstring, a short FAQ answer) alone makes
@@ -163,7 +174,8 @@ def _merged_sections(sections: list[tuple[str | None, list[_Unit]]], uri: str, t
 
     def header_of(members: list[Section]) -> tuple[str, int]:
         names = [s for s, _ in members if s and s != title]
-        return _header(counter, header_limit, uri, title, SYMBOL_SEPARATOR.join(dict.fromkeys(names)) or None)
+        return _header(counter, header_limit, uri, title, SYMBOL_SEPARATOR.join(dict.fromkeys(names)) or None,
+                       summary)
 
     def close() -> None:
         nonlocal group_tokens
@@ -214,7 +226,7 @@ def _units(elements: list[Element], counter: TokenCounter, budget: int) -> list[
         if element.kind == "Lines":
             raw.append((element.text, "\n" if raw else "", not element.text.strip(), element))
             continue
-        sentences = [p for p in _SENTENCE_END.split(element.text.strip()) if p]
+        sentences = [p for p in SENTENCE_END.split(element.text.strip()) if p]
         for n, sentence in enumerate(sentences):
             joiner = "" if not raw else ("\n\n" if n == 0 else " ")
             raw.append((sentence, joiner, n == len(sentences) - 1, element))
@@ -300,7 +312,9 @@ def _code_drafts(elements: list[Element], uri: str, suffix: str, counter: TokenC
                  limits: _Limits) -> list[_Draft]:
     lines = [e.text for e in elements]
     path_header, path_tokens = _header(counter, limits.window // HEADER_SHARE, uri)
-    header_limit = min(path_tokens + SYMBOL_TOKENS, limits.window // HEADER_SHARE)
+    summary = _bounded_summary(counter, code_summary(lines))
+    summary_tokens = counter.count(summary) + 1 if summary else 0  # the separator takes about one more
+    header_limit = min(path_tokens + SYMBOL_TOKENS + summary_tokens, limits.window // HEADER_SHARE)
     budget = limits.body_budget(header_limit)
     line_tokens = counter.counts(lines)
     pieces = syntax_pieces("\n".join(lines).encode("utf-8"), suffix, line_tokens, budget)
@@ -309,7 +323,7 @@ def _code_drafts(elements: list[Element], uri: str, suffix: str, counter: TokenC
     for group in _pack(units, budget, min(limits.min_tokens, budget), join_tail=True):
         if not any(u.text.strip() for u in group):
             continue
-        header, _ = _header(counter, header_limit, path_header, SYMBOL_SEPARATOR.join(_symbols(group)))
+        header, _ = _header(counter, header_limit, path_header, SYMBOL_SEPARATOR.join(_symbols(group)), summary)
         drafts.append(_Draft(group, header))
     return drafts
 

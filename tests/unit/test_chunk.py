@@ -68,12 +68,14 @@ def test_most_chunks_fill_most_of_the_window():
 
 def test_every_chunk_starts_with_its_header():
     # Sections past the minimum have chunks of their own (smaller ones share one: the tests at the end).
-    chunks = chunk_document(_prose(_paragraphs(2, 24), titles_every=6), "handbook/ops.md", Settings())
+    paragraphs = _paragraphs(2, 24)
+    lead = paragraphs[0].split(". ")[0] + "."  # the document's summary: the lead paragraph's first sentence
+    chunks = chunk_document(_prose(paragraphs, titles_every=6), "handbook/ops.md", Settings())
     assert list(dict.fromkeys(c.section for c in chunks)) == [f"Section {i}" for i in range(4)]
     for n, chunk in enumerate(chunks):
         header = chunk.text.split(HEADER_SEPARATOR, 1)[0]
-        assert header == f"handbook/ops.md > Section 0 > {chunk.section}".replace(" > Section 0 > Section 0",
-                                                                                   " > Section 0")
+        place = f"handbook/ops.md > Section 0 > {chunk.section}".replace(" > Section 0 > Section 0", " > Section 0")
+        assert header == f"{place} > {lead}"
         if n == 0 or chunks[n - 1].section != chunk.section:
             assert _body(chunk.text).startswith(chunk.section)
 
@@ -178,7 +180,9 @@ def test_small_sections_share_a_chunk_whose_header_names_them():
     seen = []
     for chunk in chunks:
         header, body = chunk.text.split(HEADER_SEPARATOR, 1)
-        named = [s for s in header.split(" > ")[-1].split(", ") if s.startswith("function_")]
+        *place, summary = header.split(" > ")
+        assert summary == "Read and write tabular data in comma separated files."  # the page's lead, in every chunk
+        named = [s for s in place[-1].split(", ") if s.startswith("function_")]
         # Every section in the body is named in the header, in order, and its text follows its title.
         assert named == [line for line in body.split("\n\n") if line.startswith("function_")], chunk.text
         seen += named
