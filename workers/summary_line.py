@@ -57,36 +57,30 @@ def _leading_blocks(rows: list[str]) -> list[list[str]]:
     """The file's opening comment blocks (split at blank lines) and then its docstring, in order."""
     blocks: list[list[str]] = []
     current: list[str] = []
-    index = 0
-    while index < len(rows):
-        row = rows[index]
-        docstring = row.lstrip("rRuU")
-        if docstring[:3] in _DOCSTRING_QUOTES:
+    for index, row in enumerate(rows):
+        unprefixed = row.lstrip("rRuU")  # a docstring may be a raw or unicode literal
+        if unprefixed[:3] in _DOCSTRING_QUOTES:
             if current:
                 blocks.append(current)
-            blocks.append(_docstring(rows[index:], docstring[:3]))
+            blocks.append(_docstring(unprefixed[3:], rows[index + 1:], unprefixed[:3]))
             return blocks
         if not row:
             if current:
                 blocks.append(current)
-                current = []
+            current = []
         elif row.startswith(_COMMENT_PREFIXES) and not row.startswith(("#[", "#include", "#define", "#!")):
             current.append(_comment_text(row))
         else:
             break  # code starts: whatever follows is not a file summary
-        index += 1
     if current:
         blocks.append(current)
     return blocks
 
 
-def _docstring(rows: list[str], quote: str) -> list[str]:
-    """The docstring's lines (up to its closing quotes), without the quotes."""
-    first = rows[0].lstrip("rRuU")[3:]
-    if quote in first:
-        return [first.split(quote, 1)[0]]
-    text = [first]
-    for row in rows[1:]:
+def _docstring(first: str, rest: list[str], quote: str) -> list[str]:
+    """The docstring's lines up to its closing quotes, without them; `first` follows the opening quotes."""
+    text: list[str] = []
+    for row in [first, *rest]:
         if quote in row:
             text.append(row.split(quote, 1)[0])
             break
