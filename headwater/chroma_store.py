@@ -81,6 +81,16 @@ def write_batch_limit(configured: int, client_max: int, cloud: bool) -> int:
     return min(configured, client_max, HARD_BATCH_CAP, CLOUD_WRITE_CAP if cloud else HARD_BATCH_CAP)
 
 
+def missing_embedded_store(path: Path | str) -> ConfigurationError:
+    return ConfigurationError(f"there is no embedded Chroma at {path}; check --chroma-path "
+                              "(or HEADWATER_CHROMA_PATH), or run `headwater sync` first")
+
+
+def missing_collection(name: str) -> ConfigurationError:
+    return ConfigurationError(f"there is no collection {name!r} at this Chroma target yet; run `headwater sync` "
+                              "first or pass --collection")
+
+
 def make_client(settings: Settings, *, fleet: bool = False) -> Any:
     """A Chroma client for the configured target: a server when chroma_host is set, else embedded."""
     import chromadb
@@ -202,8 +212,7 @@ class ChromaStore:
         embedded = not (settings.chroma_host or settings.is_cloud)
         if embedded and not options.get("create", True) and not Path(settings.chroma_path).is_dir():
             # Opening a client there would create an empty database at a mistyped path.
-            raise ConfigurationError(f"there is no embedded Chroma at {settings.chroma_path}; check --chroma-path "
-                                     "(or HEADWATER_CHROMA_PATH), or run `headwater sync` first")
+            raise missing_embedded_store(settings.chroma_path)
         options.setdefault("chunker", chunker_fingerprint(settings))
         options.setdefault("hnsw", settings.hnsw(settings.collection))
         return cls(make_client(settings, fleet=fleet), settings.collection, batch_size=settings.upsert_batch_size,
@@ -219,9 +228,7 @@ class ChromaStore:
             try:
                 return self.client.get_collection(name, embedding_function=None)
             except (NotFoundError, ValueError):
-                raise ConfigurationError(
-                    f"there is no collection {name!r} at this Chroma target yet; run `headwater sync` first "
-                    "or pass --collection") from None
+                raise missing_collection(name) from None
 
         if self.cloud:
             from headwater.cloud import cloud_schema

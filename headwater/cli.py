@@ -241,7 +241,7 @@ def query(text: Annotated[str, typer.Argument(help="What to search for.")],
         if mode not in ("dense", "sparse", "hybrid"):
             raise ValueError(f"--mode must be dense, sparse or hybrid, not {mode!r}")
         filters = Filters(source, uri_prefix, _where(where))
-        searcher = open_searcher(cli_settings(collection, chroma_path), mode)  # type: ignore[arg-type]
+        searcher = open_searcher(cli_settings(collection, chroma_path), mode, one_off=True)  # type: ignore[arg-type]
         hits = searcher.search(text, k=k, mode=mode, filters=filters)  # type: ignore[arg-type]
     except (HeadwaterError, ValueError) as exc:
         fail(exc)

@@ -12,7 +12,7 @@ import hashlib
 from pathlib import Path
 
 from workers.dense_int8 import RECIPE
-from workers.embed_dense import MODEL_NAME, install_packaged_model
+from workers.embed_dense import MODEL_NAME, dense_model_files
 from workers.embed_sparse import packaged_splade_dir
 
 # Files that decide what a model computes; configs that only describe it are enough to tell
@@ -37,9 +37,7 @@ def dense_identity(model_dir: Path | None = None, int8: bool = True) -> str:
     The int8 build is named by its source and recipe rather than by its own bytes, so workers that
     built it with another onnxruntime release still agree on what they compute.
     """
-    base = Path(model_dir) if model_dir else install_packaged_model()
-    files = [base / "onnx" / "model.onnx", base / "onnx" / "tokenizer.json"]
-    digest = _digest([f for f in files if f.exists()], extra=RECIPE if int8 else "")
+    digest = _digest(list(dense_model_files(model_dir)), extra=RECIPE if int8 else "")
     return f"{MODEL_NAME}{'+int8' if int8 else ''}@{digest}"
 
 

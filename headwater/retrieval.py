@@ -241,11 +241,13 @@ class Searcher:
         return hits
 
 
-def open_searcher(settings: Settings, mode: Mode | None = None) -> Searcher:
+def open_searcher(settings: Settings, mode: Mode | None = None, *, one_off: bool = False) -> Searcher:
     """A Searcher for the configured collection (sparse index loaded or rebuilt; models load on first use).
 
     With `mode`, the models that mode needs start loading at once, in the background, while Chroma
     opens: a one-off query (the CLI) then waits for the slower of the two, not for their sum.
+    `one_off` says this process only reads (the CLI's query): an embedded collection is then read
+    through Chroma's engine without importing its Python client (headwater.engine_reader).
     """
     from headwater.sparse_index_files import open_sparse_index, sparse_index_dir
 
@@ -260,7 +262,7 @@ def open_searcher(settings: Settings, mode: Mode | None = None) -> Searcher:
         dense.prefetch()
     if mode in ("sparse", "hybrid"):
         sparse.prefetch()
-    store = ChromaStore.from_settings(settings, create=False)
+    store = (one_off and _engine_store(settings)) or ChromaStore.from_settings(settings, create=False)
     directory = sparse_index_dir(settings)
     follower = following_index(settings, store) if settings.chroma_host and not store.cloud else None
     if follower is not None:
@@ -271,6 +273,15 @@ def open_searcher(settings: Settings, mode: Mode | None = None) -> Searcher:
         opened = lambda: open_sparse_index(store, directory, save=False)  # noqa: E731
         index = None if store.cloud else (Lazy(opened) if mode == "dense" else opened())
     return Searcher(store, dense, sparse, index, directory, follower)
+
+
+def _engine_store(settings: Settings) -> Any:
+    """An embedded collection opened through Chroma's engine alone; None for servers or where it cannot be."""
+    if settings.chroma_host or settings.is_cloud:
+        return None
+    from headwater.engine_reader import open_engine_reader
+
+    return open_engine_reader(settings.chroma_path, settings.collection)
 
 
 def following_index(settings: Settings, store: ChromaStore) -> Any:

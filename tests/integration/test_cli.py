@@ -109,6 +109,20 @@ def test_work_that_needs_no_model_loads_none(tmp_path):
         assert searcher.dense.loaded and not searcher.sparse.loaded
 
 
+def test_a_query_never_imports_chromas_python_client(sample, tmp_path):
+    """`import chromadb` alone costs a one-off query over a second: the CLI reads through Chroma's engine."""
+    assert _run("sync", str(sample), "--chroma-path", "store", cwd=tmp_path).returncode == 0
+    for mode in ("hybrid", "dense"):
+        found = subprocess.run([*HEADWATER, "query", "rotate the chroma token", "--chroma-path", "store", "--mode", mode,
+                                "--json"], capture_output=True, text=True, timeout=240, cwd=tmp_path,
+                               env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"})
+        assert found.returncode == 0, found.stderr[-2000:]
+        assert json.loads(found.stdout)[0]["uri"] == "ops/runbook.md"
+        imported = {line.rsplit("|", 1)[-1].strip() for line in found.stderr.splitlines() if line.startswith("import time:")}
+        assert "chromadb_rust_bindings" in imported and "onnxruntime" in imported  # the profile is real
+        assert not {name for name in imported if name == "chromadb" or name.startswith("chromadb.")}, mode
+
+
 def test_a_random_bytes_pdf_is_reported_as_not_a_pdf(tmp_path):
     import random
 

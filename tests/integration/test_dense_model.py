@@ -7,7 +7,7 @@ import pytest
 
 from headwater.model_identity import dense_identity
 from workers.dense_int8 import RECIPE, int8_model
-from workers.embed_dense import DenseEmbedder, chroma_model_dir, install_packaged_model
+from workers.embed_dense import DenseEmbedder, install_packaged_model
 
 TEXTS = ["short", "a much longer sentence about keeping folders in sync with a vector database " * 3,
          "def to_thread(func, /, *args, **kwargs):\n    loop = events.get_running_loop()"]
@@ -17,7 +17,7 @@ def chroma_default(texts: list[str]) -> np.ndarray:
     from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
 
     reference = ONNXMiniLM_L6_V2(preferred_providers=["CPUExecutionProvider"])
-    reference.DOWNLOAD_PATH = chroma_model_dir()
+    reference.DOWNLOAD_PATH = install_packaged_model()  # the registry's files, linked where Chroma looks
     return np.array(reference(texts))
 
 
