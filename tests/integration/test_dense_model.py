@@ -63,3 +63,17 @@ def test_the_int8_build_is_a_model_of_its_own():
     assert dense_identity(int8=True).startswith("all-MiniLM-L6-v2+int8@")
     assert dense_identity(int8=False).startswith("all-MiniLM-L6-v2@")
     assert dense_identity(int8=True).split("@")[1] != dense_identity(int8=False).split("@")[1]
+
+
+def test_doctor_links_the_packaged_model_where_chromas_default_function_looks(tmp_path):
+    """Headwater's embedder reads the packaged files in place; Chroma's own function needs them in its cache."""
+    import os
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "headwater.cli", "doctor"], capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path, env={**os.environ, "HOME": str(tmp_path)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    onnx = tmp_path / ".cache" / "chroma" / "onnx_models" / "all-MiniLM-L6-v2" / "onnx"
+    assert (onnx / "model.onnx").resolve().is_file() and (onnx / "tokenizer.json").resolve().is_file()
+    assert "ok Chroma's default model: the packaged files, linked into" in done.stdout
