@@ -112,3 +112,17 @@ def test_what_is_not_there_is_reported_and_never_created(synced, tmp_path):
         with pytest.raises(ConfigurationError, match="no embedded Chroma at"):
             open_engine_reader(path, "reader")
     assert not (tmp_path / "typo").exists() and not any(empty.iterdir())
+
+
+def test_without_the_engine_module_a_query_opens_the_client_and_finds_the_same(synced, monkeypatch):
+    """A Chroma build without the compiled bindings (or one this release does not recognise) still answers."""
+    import sys
+
+    settings, _, _ = synced
+    expected = open_searcher(settings, one_off=True).search("rotate the chroma token", k=4, mode="hybrid")
+    monkeypatch.setitem(sys.modules, "chromadb_rust_bindings", None)  # `import` now raises ImportError
+    assert open_engine_reader(settings.chroma_path, "reader") is None
+    searcher = open_searcher(settings, one_off=True)
+    assert type(searcher.store).__name__ == "ChromaStore"
+    found = searcher.search("rotate the chroma token", k=4, mode="hybrid")
+    assert [h.id for h in found] == [h.id for h in expected] and found
