@@ -99,31 +99,38 @@ def test_replayed_writes_and_restarts_keep_the_dense_vectors_filtered_scans_rank
     rng = np.random.default_rng(13)
     vectors = {f"v{n:02d}": rng.standard_normal(8).astype(np.float32) for n in range(60)}
 
+    stored: dict[str, np.ndarray] = {}  # what the collection holds: the exact answer to every query
+
     def put(ids: list[str]) -> None:
         metadatas = [{keys.URI: f"{i}.md", keys.SOURCE_ID: "t" if int(i[1:]) % 4 == 0 else "s",
                       keys.SPARSE: encode_sparse(np.array([5]), np.array([1.0]))} for i in ids]
         store.upsert(ids, ids, [vectors[i].tolist() for i in ids], metadatas)
+        stored.update((i, vectors[i]) for i in ids)
 
-    def agrees_with_chroma(index) -> None:  # noqa: ANN001
+    def ranks_exactly(index) -> None:  # noqa: ANN001
+        # Against exact cosine ranks of what was written, not Chroma's HNSW answer: after deletes and
+        # overwrites its graph can miss a neighbour (it left out the 4th of 5 once, under load).
+        assert collection_space(store.collection) == "cosine"
         rows = index.location_rows("t", None)
         assert index.dense_blocks(np.flatnonzero(rows)) is not None, "every row's vector is known: the scan plan runs"
+        filtered = [i for i in stored if int(i[1:]) % 4 == 0]
         for query in rng.standard_normal((4, 8)).astype(np.float32):
             ours = filtered_dense_search(store.collection, query.tolist(), 5, {keys.SOURCE_ID: "t"}, index, rows,
-                                         lambda source, uri: source == "t", collection_space(store.collection))
-            chroma = store.collection.query(query_embeddings=[query.tolist()], n_results=5,
-                                            where={keys.SOURCE_ID: "t"}, include=[])
-            assert [i for i, _ in ours] == chroma["ids"][0]
+                                         lambda source, uri: source == "t", "cosine")
+            cosine = {i: stored[i] @ query / np.linalg.norm(stored[i]) / np.linalg.norm(query) for i in filtered}
+            assert [i for i, _ in ours] == sorted(filtered, key=lambda i: -cosine[i])[:5]
 
     put(list(vectors)[:30])
     follower = FollowedIndex(store, client, directory, min_interval=0)
     assert follower.rebuilt
-    agrees_with_chroma(follower.index)
+    ranks_exactly(follower.index)
     put(list(vectors)[30:])  # replayed from the log: vectors read back from the server
     store.delete(["v00", "v04"])
+    del stored["v00"], stored["v04"]
     vectors["v08"] = rng.standard_normal(8).astype(np.float32)
     put(["v08"])  # overwritten with a new vector
-    agrees_with_chroma(follower.refresh())
+    ranks_exactly(follower.refresh())
     follower.save()
     restarted = FollowedIndex(store, client, directory, min_interval=0)
     assert not restarted.rebuilt
-    agrees_with_chroma(restarted.index)
+    ranks_exactly(restarted.index)
