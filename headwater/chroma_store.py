@@ -209,14 +209,13 @@ class ChromaStore:
         """The configured target and collection, with the configured batch size, Cloud write cap and chunker."""
         from workers.chunk import chunker_fingerprint
 
-        embedded = not (settings.chroma_host or settings.is_cloud)
-        if embedded and not options.get("create", True) and not Path(settings.chroma_path).is_dir():
+        if not settings.is_remote and not options.get("create", True) and not Path(settings.chroma_path).is_dir():
             # Opening a client there would create an empty database at a mistyped path.
             raise missing_embedded_store(settings.chroma_path)
         options.setdefault("chunker", chunker_fingerprint(settings))
         options.setdefault("hnsw", settings.hnsw(settings.collection))
         return cls(make_client(settings, fleet=fleet), settings.collection, batch_size=settings.upsert_batch_size,
-                   cloud=settings.is_cloud, single_writer=embedded, **options)
+                   cloud=settings.is_cloud, single_writer=not settings.is_remote, **options)
 
     def _open(self, name: str, dense_model: str, sparse_model: str, create: bool) -> Any:
         from chromadb.api.types import Schema, StringInvertedIndexConfig

@@ -23,7 +23,7 @@ def fleet_client(settings: Settings) -> Any:
     from workers import names
     from workers.celery_app import create_app
 
-    if not (settings.chroma_host or settings.is_cloud):
+    if not settings.is_remote:
         raise ValueError("fleet mode needs a Chroma server: set HEADWATER_CHROMA_HOST (several workers "
                          "writing one embedded Chroma directory corrupt its index)")
     celery = create_app(settings)
@@ -119,7 +119,7 @@ def worker(queues: Annotated[Optional[str], typer.Option("--queues", help="Comma
     from workers import names
     from workers.celery_app import app as celery
 
-    if not (settings.chroma_host or settings.is_cloud):
+    if not settings.is_remote:
         fail(ValueError("workers need a Chroma server: set HEADWATER_CHROMA_HOST (and HEADWATER_CHROMA_PORT)"))
     wanted = queues.split(",") if queues else list(names.ALL_QUEUES)
     unknown = sorted(set(wanted) - set(names.ALL_QUEUES))

@@ -20,8 +20,7 @@ from workers.embed_sparse import SpladeEncoder
 def open_engine(settings: Settings, progress: Progress | None = None,
                 observers: Sequence[WriteObserver] = ()) -> Iterator[SyncEngine]:
     """A ready SyncEngine; while it is open, no other Headwater process may write the same directory."""
-    remote = settings.chroma_host or settings.is_cloud
-    lock = contextlib.nullcontext() if remote else ChromaPathLock(settings.chroma_path)
+    lock = contextlib.nullcontext() if settings.is_remote else ChromaPathLock(settings.chroma_path)
     with lock:
         threads = settings.model_threads or 1  # per runtime; the engine runs one lane per core (workers.embed_lanes)
         # Loaded only when a pass has text to embed: an unchanged re-sync never loads them.
@@ -31,7 +30,7 @@ def open_engine(settings: Settings, progress: Progress | None = None,
         store = ChromaStore.from_settings(settings, dense_model=dense_identity(settings.dense_model_dir, settings.dense_int8),
                                           sparse_model=sparse_identity(settings.sparse_model_dir), observers=observers)
         index = None
-        if not remote:
+        if not settings.is_remote:
             # Opened when a pass has something to write (SyncEngine.apply) or a search needs it: an
             # unchanged pass over 200,000 chunks must not spend seconds and hundreds of MB loading it.
             directory = sparse_index_dir(settings)

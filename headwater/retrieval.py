@@ -277,7 +277,7 @@ def open_searcher(settings: Settings, mode: Mode | None = None, *, one_off: bool
 
 def _engine_store(settings: Settings) -> Any:
     """An embedded collection opened through Chroma's engine alone; None for servers or where it cannot be."""
-    if settings.chroma_host or settings.is_cloud:
+    if settings.is_remote:
         return None
     from headwater.engine_reader import open_engine_reader
 

@@ -233,6 +233,11 @@ class Settings(BaseSettings):
         return self.chroma_cloud_api_key is not None
 
     @property
+    def is_remote(self) -> bool:
+        """A Chroma server or Chroma Cloud, not an embedded directory this process opens itself."""
+        return bool(self.chroma_host or self.is_cloud)
+
+    @property
     def max_document_bytes(self) -> int:
         return int(self.max_document_mb * 1024 * 1024)
 

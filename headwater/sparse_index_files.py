@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 def sparse_index_dir(settings: Settings) -> Path | None:
     """Where an embedded collection's sparse index is kept (next to the Chroma files); None for servers."""
-    if settings.chroma_host or settings.is_cloud:
+    if settings.is_remote:
         return None
     return Path(settings.chroma_path) / "headwater-sparse" / settings.collection
 

@@ -75,7 +75,7 @@ def consolidator_for(client: Any, settings: Settings, config: ConsolidationSetti
 
 @contextlib.contextmanager
 def _embedded_lock(settings: Settings) -> Iterator[None]:
-    if settings.chroma_host or settings.is_cloud:
+    if settings.is_remote:
         yield
         return
     from headwater.path_lock import ChromaPathLock

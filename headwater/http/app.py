@@ -36,7 +36,7 @@ class Services:
 
 
 def is_fleet(settings: Settings) -> bool:
-    return bool(settings.chroma_host or settings.is_cloud)
+    return settings.is_remote
 
 
 def open_services(settings: Settings) -> Services:
