@@ -85,6 +85,11 @@ def package_source(name: str) -> Callable[[Path], int]:
     return build
 
 
+def code_corpus(package: str, needs: dict[str, tuple[str, ...]]) -> tuple[str, Callable[[Path], int], dict[str, set[str]]]:
+    """(label, builder, need -> answer files) for an installed package's source as a corpus."""
+    return f"{package} source", package_source(package), {need: set(files) for need, files in needs.items()}
+
+
 @dataclass
 class Scores:
     hit3: float
@@ -189,16 +194,13 @@ def main() -> None:
     corpora = {
         "docs": ("stdlib docs", lambda d: build_stdlib_docs(d, set(docs.values())),
                  {q: {f"{m}.md"} for q, m in docs.items()}),
-        "click": ("click source", package_source("click"), {q: set(files) for q, files in code.items()}),
+        "click": code_corpus("click", code),
     }
     if args.dev:  # starlette and jinja2 are dev corpora only: they are tuned on, so they are never reported
-        corpora["starlette"] = ("starlette source", package_source("starlette"),
-                                {q: set(files) for q, files in retrieval_sets.STARLETTE_SOURCE_DEV.items()})
-        corpora["jinja2"] = ("jinja2 source", package_source("jinja2"),
-                             {q: set(files) for q, files in retrieval_sets.JINJA2_SOURCE_DEV.items()})
+        corpora["starlette"] = code_corpus("starlette", retrieval_sets.STARLETTE_SOURCE_DEV)
+        corpora["jinja2"] = code_corpus("jinja2", retrieval_sets.JINJA2_SOURCE_DEV)
     else:  # rich has no dev set: it was never tuned on
-        corpora["rich"] = ("rich source", package_source("rich"),
-                           {q: set(files) for q, files in retrieval_sets.RICH_SOURCE.items()})
+        corpora["rich"] = code_corpus("rich", retrieval_sets.RICH_SOURCE)
     if args.corpus != "all" and args.corpus not in corpora:
         parser.error(f"{args.corpus} is a {'reported' if args.dev else 'dev'} corpus only "
                      f"({'drop' if args.dev else 'add'} --dev)")

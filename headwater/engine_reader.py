@@ -24,8 +24,6 @@ from typing import Any
 
 import numpy as np
 
-from headwater.errors import ConfigurationError
-
 log = logging.getLogger(__name__)
 
 TENANT = "default_tenant"

@@ -101,8 +101,11 @@ def test_replayed_writes_and_restarts_keep_the_dense_vectors_filtered_scans_rank
 
     stored: dict[str, np.ndarray] = {}  # what the collection holds: the exact answer to every query
 
+    def source_of(i: str) -> str:  # every fourth record belongs to the filtered source
+        return "t" if int(i[1:]) % 4 == 0 else "s"
+
     def put(ids: list[str]) -> None:
-        metadatas = [{keys.URI: f"{i}.md", keys.SOURCE_ID: "t" if int(i[1:]) % 4 == 0 else "s",
+        metadatas = [{keys.URI: f"{i}.md", keys.SOURCE_ID: source_of(i),
                       keys.SPARSE: encode_sparse(np.array([5]), np.array([1.0]))} for i in ids]
         store.upsert(ids, ids, [vectors[i].tolist() for i in ids], metadatas)
         stored.update((i, vectors[i]) for i in ids)
@@ -113,7 +116,7 @@ def test_replayed_writes_and_restarts_keep_the_dense_vectors_filtered_scans_rank
         assert collection_space(store.collection) == "cosine"
         rows = index.location_rows("t", None)
         assert index.dense_blocks(np.flatnonzero(rows)) is not None, "every row's vector is known: the scan plan runs"
-        filtered = [i for i in stored if int(i[1:]) % 4 == 0]
+        filtered = [i for i in stored if source_of(i) == "t"]
         for query in rng.standard_normal((4, 8)).astype(np.float32):
             ours = filtered_dense_search(store.collection, query.tolist(), 5, {keys.SOURCE_ID: "t"}, index, rows,
                                          lambda source, uri: source == "t", "cosine")
