@@ -41,3 +41,10 @@ class ListingError(HeadwaterError):
 
 class RunDataMissing(HeadwaterError, LookupError):
     """A run's record, source spec or change is gone (history trimmed, Redis emptied)."""
+
+
+# Errors that say the code is wrong, not that something blinked: retrying the same step on the same
+# input raises them again, so a fleet step that meets one fails its document at once rather than
+# spending its retries (minutes of backoff) on it. AttributeError is not among them: kombu raises it
+# for a broker connection that went away (headwater.fleet.broker_transport), which is transient.
+PROGRAMMING_ERRORS: tuple[type[Exception], ...] = (TypeError, NameError, AssertionError, NotImplementedError)

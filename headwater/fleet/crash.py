@@ -8,6 +8,8 @@ to one document), and does what the point was armed for (<point>:action):
         or an OOM kill does (the default);
   fail  raise InjectedFault, a transient error, as if Chroma, Redis or the source blinked: the
         step is retried like any other;
+  bug   raise InjectedBug, a TypeError, as a mistake in Headwater or a library would: retrying
+        cannot help, so the step fails its document at once;
   hold  count the arrival in <point>:held and block (renewing its leases, as a slow step does)
         until a test sets <point>:release: a test then knows a step is in hand, not just queued.
 
@@ -24,8 +26,8 @@ from typing import Any
 from headwater.errors import RetryableError
 from headwater.fleet import keys
 
-KILL, FAIL, HOLD = "kill", "fail", "hold"
-ACTIONS = (KILL, FAIL, HOLD)
+KILL, FAIL, BUG, HOLD = "kill", "fail", "bug", "hold"
+ACTIONS = (KILL, FAIL, BUG, HOLD)
 # A hold nobody releases ends by itself, so a test that failed before releasing cannot wedge a worker.
 HOLD_LIMIT_SECONDS = 600.0
 _HOLD_POLL_SECONDS = 0.05
@@ -33,6 +35,10 @@ _HOLD_POLL_SECONDS = 0.05
 
 class InjectedFault(RetryableError):
     """What a point armed to `fail` raises: a transient error, retried like a real one."""
+
+
+class InjectedBug(TypeError):
+    """What a point armed to `bug` raises: a programming error (headwater.errors.PROGRAMMING_ERRORS)."""
 
 
 # Every point, in pipeline order; the crash-point test matrix runs once per name.
@@ -67,6 +73,8 @@ class CrashPoints:
         action = (self.redis.get(key + ":action") or KILL.encode()).decode()
         if action == FAIL:
             raise InjectedFault(f"a test armed {point} to fail")
+        if action == BUG:
+            raise InjectedBug(f"a test armed {point} to raise a programming error")
         if action == HOLD:
             self._hold(key)
             return

@@ -27,8 +27,8 @@ from headwater import chroma_store as ckeys
 from headwater import outcomes
 from headwater.deletion_guard import check_deletions, likely_deletions
 from headwater.document_plan import DocumentFacts, plan_document, unchanged_by_version
-from headwater.errors import (ConfigurationError, DocumentUnchanged, DocumentVanished, ListingError,
-                              PermanentDocumentError, RunDataMissing, SkippedDocument)
+from headwater.errors import (PROGRAMMING_ERRORS, ConfigurationError, DocumentUnchanged, DocumentVanished,
+                              ListingError, PermanentDocumentError, RunDataMissing, SkippedDocument)
 from headwater.fleet import batches, keys
 from headwater.fleet.batches import BATCH_TASK, Batch
 from headwater.fleet.context import Fleet
@@ -80,6 +80,15 @@ def run_step(fleet: Fleet, run_id: str, step: str, uri: str, body: Callable[[Hel
     except (PermanentDocumentError, ConfigurationError, ListingError, RunDataMissing) as exc:
         metrics.FAILURES.labels(step, type(exc).__name__).inc()
         _end_failed(held, str(exc))
+    except PROGRAMMING_ERRORS as exc:
+        metrics.FAILURES.labels(step, type(exc).__name__).inc()
+        # The traceback goes to the worker's log; the document's reason names the step and the error
+        # class only (a message may quote the document's data).
+        log.exception("%s of %s in run %s raised %s, a programming error: failed without retries",
+                      step, uri or "(run)", run_id, type(exc).__name__)
+        _end_failed(held, f"a programming error at its {step} step ({type(exc).__name__}; the worker's log has "
+                          f"the traceback): retrying would raise it again. Report it, and after the fix "
+                          f"`headwater retry RUN`")
     except Exception as exc:  # noqa: BLE001  (anything else is worth a retry: Chroma, Redis or the source blinked)
         metrics.RETRIES.labels(step, type(exc).__name__).inc()
         _retry_later(held, exc)

@@ -167,6 +167,21 @@ def test_a_poison_pill_fails_after_its_deliveries_and_the_others_complete(proces
     assert killed == Settings().max_deliveries  # one kill per delivery, then it is failed without a fourth
 
 
+def test_a_programming_error_fails_its_document_at_once_and_the_others_complete(processes, collection, tmp_path):
+    folder = tmp_path / "docs"
+    write_corpus(folder, documents=3)
+    fleet = processes.client(collection)
+    fleet.crash.arm("parse.after_plan", times=50, uri="runbook-1.md", action=crash.BUG)  # a TypeError, every time
+    _, run = run_sync(processes, collection, folder, "docs")
+    raised = 50 - fleet.crash.remaining("parse.after_plan")
+    fleet.crash.arm("parse.after_plan", times=0)
+    assert run.status.value == "complete_with_errors", run.to_json()
+    assert raised == 1, f"the parse was tried {raised} times; a programming error is not worth a retry"
+    reason = run.errors["runbook-1.md"]
+    assert "programming error at its parse step (InjectedBug" in reason and "headwater retry RUN" in reason, reason
+    assert run.counters["indexed"] == 2
+
+
 # Re-syncs, targets, guards --------------------------------------------------------------------
 
 def test_fleet_resyncs_equal_embedded_ones_through_edits_deletes_renames_and_bad_files(
