@@ -60,7 +60,7 @@ def main() -> None:
         settings = Settings(chroma_path=base / "chroma", collection="stdlib")
         started = time.perf_counter()
         with open_engine(settings) as engine:
-            report = engine.sync(FolderConnector("stdlib", corpus))
+            engine.sync(FolderConnector("stdlib", corpus))
             collection = engine.store.collection
             print(f"corpus: {files} files, {collection.count()} chunks, synced in "
                   f"{time.perf_counter() - started:.0f} s ({load()})")

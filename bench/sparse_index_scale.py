@@ -615,7 +615,7 @@ def main(argv: list[str] | None = None) -> int:
                                        ("restart (index on disk)", sv["second"], sv["second_wall"])):
                 print(f"  {label:<24} open_searcher {ready['open_s']:.2f} s, rebuilt: {ready['rebuilt']}, "
                       f"{ready['chunks']:,} chunks; process start to ready {wall:.1f} s (imports and model load included)")
-            print(f"  new chunk found by sparse search after: " + ", ".join(f"{f:.2f}" for f in sv["found"]) + " s")
+            print("  new chunk found by sparse search after: " + ", ".join(f"{f:.2f}" for f in sv["found"]) + " s")
 
         print(f"\nload average {os.getloadavg()[0]:.2f} at end; total {perf_counter() - started:.0f} s")
         s50, s95 = pct(ix["search"])

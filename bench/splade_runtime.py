@@ -105,8 +105,8 @@ def main() -> None:
         dense_reference = [runtimes["torch (before)"](i) for i in ids]
         reference = [sparse(weights) for weights in dense_reference]
         print(f"torch's vectors have {statistics.mean(len(r[0]) for r in reference):.0f} active terms on average")
-        print(f"\nagainst torch: texts with the same active terms, terms that differ per text (mean), largest value\n"
-              f"difference where the terms agree, float16 values that differ there, mean cosine")
+        print("\nagainst torch: texts with the same active terms, terms that differ per text (mean), largest value\n"
+              "difference where the terms agree, float16 values that differ there, mean cosine")
         for name, encode in runtimes.items():
             weights = [encode(i) for i in ids]
             vectors = [sparse(w) for w in weights]

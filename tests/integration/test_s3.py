@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 from contextlib import contextmanager
-from pathlib import Path
 
 import boto3
 import httpx
