@@ -12,9 +12,9 @@ Each corpus is synced twice into a temporary embedded Chroma: with the old chara
 (workers/chunk.py). A query is found at rank r when the r-th distinct document among the hits
 is one of its answers. Reported per mode: hit@3, hit@10 and MRR@10.
 
-Run: `python -m bench.retrieval [--corpus docs|click|rich|starlette|jinja2|all] [--dev] [--keep]`. `--dev`
-runs the dev sets instead (stdlib docs and click needs of their own, and starlette's and jinja2's
-source, corpora that are never reported): tune on those, never on the reported sets. `--dev --per-query`
+Run: `python -m bench.retrieval [--corpus docs|click|rich|starlette|jinja2|httpx|all] [--dev] [--keep]`. `--dev`
+runs the dev sets instead (stdlib docs and click needs of their own, and starlette's, jinja2's and
+httpx's source, corpora that are never reported): tune on those, never on the reported sets. `--dev --per-query`
 prints each dev query's rank per mode, before and after.
 """
 
@@ -193,7 +193,7 @@ def fusion_grid(workdir: Path, corpus: Path, name: str, queries: dict[str, set[s
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus", choices=("docs", "click", "rich", "starlette", "jinja2", "all"), default="all")
+    parser.add_argument("--corpus", choices=("docs", "click", "rich", "starlette", "jinja2", "httpx", "all"), default="all")
     parser.add_argument("--dev", action="store_true", help="the small dev sets (for tuning) instead")
     parser.add_argument("--keep", action="store_true", help="keep the temporary corpora and Chromas")
     parser.add_argument("--fusion-grid", action="store_true",
@@ -213,9 +213,10 @@ def main() -> None:
                  {q: {f"{m}.md"} for q, m in docs.items()}),
         "click": code_corpus("click", code),
     }
-    if args.dev:  # starlette and jinja2 are dev corpora only: they are tuned on, so they are never reported
+    if args.dev:  # starlette, jinja2 and httpx are dev corpora only: they are tuned on, so they are never reported
         corpora["starlette"] = code_corpus("starlette", retrieval_sets.STARLETTE_SOURCE_DEV)
         corpora["jinja2"] = code_corpus("jinja2", retrieval_sets.JINJA2_SOURCE_DEV)
+        corpora["httpx"] = code_corpus("httpx", retrieval_sets.HTTPX_SOURCE_DEV)
     else:  # rich has no dev set: it was never tuned on
         corpora["rich"] = code_corpus("rich", retrieval_sets.RICH_SOURCE)
     if args.corpus != "all" and args.corpus not in corpora:
