@@ -9,7 +9,8 @@ to one document), and does what the point was armed for (<point>:action):
   fail  raise InjectedFault, a transient error, as if Chroma, Redis or the source blinked: the
         step is retried like any other;
   bug   raise InjectedBug, a TypeError, as a mistake in Headwater or a library would: retrying
-        cannot help, so the step fails its document at once;
+        cannot help, so a step of one document fails it at once (list and finish: their run);
+        a batched step (dense, sparse, write) cannot tell whose document caused it and retries;
   hold  count the arrival in <point>:held and block (renewing its leases, as a slow step does)
         until a test sets <point>:release: a test then knows a step is in hand, not just queued.
 
