@@ -10,7 +10,9 @@ Two corpora nobody wrote for this project, with labelled queries (bench/retrieva
 Each corpus is synced twice into a temporary embedded Chroma: with the old character chunker
 (bench/legacy_chunker.py: 900/100/300 characters, no header) and with today's
 (workers/chunk.py). A query is found at rank r when the r-th distinct document among the hits
-is one of its answers. Reported per mode: hit@3, hit@10 and MRR@10.
+is one of its answers. Reported per mode: hit@3, hit@10 and MRR@10, and the MRR@10 change with a
+95 % paired-bootstrap interval over the queries (a change whose interval spans 0 is within what
+the choice of queries can move).
 
 Run: `python -m bench.retrieval [--corpus docs|click|rich|starlette|jinja2|httpx|all] [--dev] [--keep]`. `--dev`
 runs the dev sets instead (stdlib docs and click needs of their own, and starlette's, jinja2's and
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import ast
 import importlib
+import random
 import shutil
 import sysconfig
 import tempfile
@@ -37,6 +40,8 @@ from bench import retrieval_sets
 K = 10
 MODES = ("dense", "sparse", "hybrid")
 DEPTH = 5 * K  # the first window of hits (chunks); deeper where it holds fewer than K documents (ranked_documents)
+BOOTSTRAP_ROUNDS = 10_000
+BOOTSTRAP_SEED = 8  # fixed, so that a rerun on the same ranks prints the same interval
 FUSION_GRID_K = (5, 20, 60)
 FUSION_GRID_DENSE_WEIGHTS = (1.0, 1.5, 2.0, 3.0)
 
@@ -114,6 +119,44 @@ def score(ranks: list[int | None]) -> Scores:
     found = [r for r in ranks if r is not None]
     return Scores(hit3=sum(r <= 3 for r in found) / len(ranks), hit10=len(found) / len(ranks),
                   mrr=sum(1 / r for r in found) / len(ranks))
+
+
+def reciprocal_ranks(ranks: list[int | None]) -> list[float]:
+    return [1 / r if r else 0.0 for r in ranks]
+
+
+@dataclass
+class Change:
+    """after - before in MRR@K, with a 95 % paired-bootstrap interval over the queries."""
+    mrr: float
+    low: float
+    high: float
+
+    @property
+    def telling(self) -> str:
+        if self.low > 0:
+            return "better"
+        if self.high < 0:
+            return "worse"
+        return "within noise"
+
+
+def paired_bootstrap(before: list[int | None], after: list[int | None],
+                     rounds: int = BOOTSTRAP_ROUNDS, seed: int = BOOTSTRAP_SEED) -> Change:
+    """MRR@K change with a 95 % interval from resampling queries (each query keeps its before/after pair).
+
+    The labelled sets are 30-60 queries, where one query moving a rank shifts MRR by a few
+    thousandths: the interval says whether a change is larger than which queries happened to be
+    written. Resampling pairs, not the two runs apart, keeps the per-query correlation that makes
+    the comparison sharp.
+    """
+    if len(before) != len(after) or not before:
+        raise ValueError("paired bootstrap needs the same non-empty list of queries before and after")
+    deltas = [a - b for b, a in zip(reciprocal_ranks(before), reciprocal_ranks(after))]
+    n = len(deltas)
+    draw = random.Random(seed)
+    means = sorted(sum(deltas[draw.randrange(n)] for _ in range(n)) / n for _ in range(rounds))
+    return Change(mrr=sum(deltas) / n, low=means[int(0.025 * rounds)], high=means[int(0.975 * rounds) - 1])
 
 
 def synced_searcher(workdir: Path, corpus: Path, name: str, legacy: bool) -> tuple[Any, int]:
@@ -239,16 +282,19 @@ def main() -> None:
             if args.per_query:
                 print_query_ranks(queries, before_ranks, after_ranks)
             for mode in MODES:
-                rows.append((label, mode, before[mode], after[mode], before_chunks, after_chunks))
+                change = paired_bootstrap(before_ranks[mode], after_ranks[mode])
+                rows.append((label, mode, before[mode], after[mode], before_chunks, after_chunks, change))
         print()
-        print(f"| corpus | mode | hit@3 before → after | hit@{K} before → after | MRR@{K} before → after |")
-        print("|---|---|---|---|---|")
-        for label, mode, b, a, bc, ac in rows:
+        print(f"| corpus | mode | hit@3 before → after | hit@{K} before → after | MRR@{K} before → after "
+              f"| MRR@{K} change [95 % paired bootstrap] |")
+        print("|---|---|---|---|---|---|")
+        for label, mode, b, a, bc, ac, c in rows:
             print(f"| {label} ({bc} → {ac} chunks) | {mode} | {b.hit3:.3f} → {a.hit3:.3f} | "
-                  f"{b.hit10:.3f} → {a.hit10:.3f} | {b.mrr:.3f} → {a.mrr:.3f} |")
+                  f"{b.hit10:.3f} → {a.hit10:.3f} | {b.mrr:.3f} → {a.mrr:.3f} "
+                  f"| {c.mrr:+.3f} [{c.low:+.3f}, {c.high:+.3f}] {c.telling} |")
         print()
         for label in dict.fromkeys(r[0] for r in rows):
-            mine = {mode: (b, a) for lab, mode, b, a, _, _ in rows if lab == label}
+            mine = {mode: (b, a) for lab, mode, b, a, _, _, _ in rows if lab == label}
             better = all(a.mrr > b.mrr and a.hit10 >= b.hit10 for b, a in mine.values())
             hybrid_best = mine["hybrid"][1].mrr > max(mine["dense"][1].mrr, mine["sparse"][1].mrr)
             print(f"{label}: after beats before on MRR@{K} in every mode (hit@{K} not lower): {better}; "

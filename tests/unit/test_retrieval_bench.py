@@ -1,10 +1,12 @@
-"""bench.retrieval's scoring: ranks are over distinct documents, from a window that holds K of them."""
+"""bench.retrieval's scoring: ranks over distinct documents from a window that holds K of them; the paired bootstrap."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bench.retrieval import DEPTH, K, first_relevant_rank, query_ranks, ranked_documents
+import pytest
+
+from bench.retrieval import DEPTH, K, first_relevant_rank, paired_bootstrap, query_ranks, ranked_documents
 
 
 @dataclass
@@ -48,3 +50,33 @@ def test_rank_counts_documents_not_chunks_and_stops_at_k():
     assert first_relevant_rank(["a.py", "a.py", "b.py", "c.py"], {"c.py"}) == 3
     assert first_relevant_rank([f"d{n}.py" for n in range(K)] + ["late.py"], {"late.py"}) is None
     assert first_relevant_rank(["docs/x.md"], {"docs"}) == 1  # any file of a listed folder
+
+
+def test_a_change_every_query_shares_is_better_with_a_tight_interval():
+    before, after = [2] * 40, [1] * 40  # every query moves from rank 2 to rank 1
+    change = paired_bootstrap(before, after)
+    assert change.mrr == pytest.approx(0.5)
+    assert change.low == pytest.approx(0.5) and change.high == pytest.approx(0.5)
+    assert change.telling == "better"
+
+
+def test_one_query_moving_among_forty_is_within_noise():
+    before = [1] * 39 + [None]
+    after = [1] * 38 + [2, 2]  # one query fell from rank 1 to 2 (-0.5), another was found at rank 2 (+0.5)
+    change = paired_bootstrap(before, after)
+    assert change.mrr == pytest.approx(0.0)
+    assert change.low < 0 < change.high
+    assert change.telling == "within noise"
+
+
+def test_a_loss_on_most_queries_is_worse_and_the_interval_is_repeatable():
+    before = [1] * 30 + [3] * 10
+    after = [2] * 30 + [3] * 10
+    change = paired_bootstrap(before, after)
+    assert change.high < 0 and change.telling == "worse"
+    assert paired_bootstrap(before, after) == change  # fixed seed: the same ranks print the same interval
+
+
+def test_the_bootstrap_refuses_unpaired_lists():
+    with pytest.raises(ValueError):
+        paired_bootstrap([1, 2], [1])
