@@ -115,14 +115,15 @@ def first_relevant_rank(uris: list[str], relevant: set[str]) -> int | None:
     return None
 
 
+def reciprocal_ranks(ranks: list[int | None]) -> list[float]:
+    """Each query's 1/rank, 0 where it was not found in the top K: the terms of MRR@K."""
+    return [1 / r if r else 0.0 for r in ranks]
+
+
 def score(ranks: list[int | None]) -> Scores:
     found = [r for r in ranks if r is not None]
     return Scores(hit3=sum(r <= 3 for r in found) / len(ranks), hit10=len(found) / len(ranks),
-                  mrr=sum(1 / r for r in found) / len(ranks))
-
-
-def reciprocal_ranks(ranks: list[int | None]) -> list[float]:
-    return [1 / r if r else 0.0 for r in ranks]
+                  mrr=sum(reciprocal_ranks(ranks)) / len(ranks))
 
 
 @dataclass
@@ -157,6 +158,18 @@ def paired_bootstrap(before: list[int | None], after: list[int | None],
     draw = random.Random(seed)
     means = sorted(sum(deltas[draw.randrange(n)] for _ in range(n)) / n for _ in range(rounds))
     return Change(mrr=sum(deltas) / n, low=means[int(0.025 * rounds)], high=means[int(0.975 * rounds) - 1])
+
+
+@dataclass(frozen=True)
+class Row:
+    """One corpus and mode of the printed table."""
+    label: str
+    mode: str
+    before: Scores
+    after: Scores
+    before_chunks: int
+    after_chunks: int
+    change: Change
 
 
 def synced_searcher(workdir: Path, corpus: Path, name: str, legacy: bool) -> tuple[Any, int]:
@@ -282,19 +295,20 @@ def main() -> None:
             if args.per_query:
                 print_query_ranks(queries, before_ranks, after_ranks)
             for mode in MODES:
-                change = paired_bootstrap(before_ranks[mode], after_ranks[mode])
-                rows.append((label, mode, before[mode], after[mode], before_chunks, after_chunks, change))
+                rows.append(Row(label, mode, before[mode], after[mode], before_chunks, after_chunks,
+                                paired_bootstrap(before_ranks[mode], after_ranks[mode])))
         print()
         print(f"| corpus | mode | hit@3 before → after | hit@{K} before → after | MRR@{K} before → after "
               f"| MRR@{K} change [95 % paired bootstrap] |")
         print("|---|---|---|---|---|---|")
-        for label, mode, b, a, bc, ac, c in rows:
-            print(f"| {label} ({bc} → {ac} chunks) | {mode} | {b.hit3:.3f} → {a.hit3:.3f} | "
-                  f"{b.hit10:.3f} → {a.hit10:.3f} | {b.mrr:.3f} → {a.mrr:.3f} "
+        for r in rows:
+            b, a, c = r.before, r.after, r.change
+            print(f"| {r.label} ({r.before_chunks} → {r.after_chunks} chunks) | {r.mode} | "
+                  f"{b.hit3:.3f} → {a.hit3:.3f} | {b.hit10:.3f} → {a.hit10:.3f} | {b.mrr:.3f} → {a.mrr:.3f} "
                   f"| {c.mrr:+.3f} [{c.low:+.3f}, {c.high:+.3f}] {c.telling} |")
         print()
-        for label in dict.fromkeys(r[0] for r in rows):
-            mine = {mode: (b, a) for lab, mode, b, a, _, _, _ in rows if lab == label}
+        for label in dict.fromkeys(r.label for r in rows):
+            mine = {r.mode: (r.before, r.after) for r in rows if r.label == label}
             better = all(a.mrr > b.mrr and a.hit10 >= b.hit10 for b, a in mine.values())
             hybrid_best = mine["hybrid"][1].mrr > max(mine["dense"][1].mrr, mine["sparse"][1].mrr)
             print(f"{label}: after beats before on MRR@{K} in every mode (hit@{K} not lower): {better}; "

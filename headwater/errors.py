@@ -45,6 +45,7 @@ class RunDataMissing(HeadwaterError, LookupError):
 
 # Errors that say the code is wrong, not that something blinked: retrying the same step on the same
 # input raises them again, so a fleet step of one document (list and finish: of one run) that meets
-# one fails it at once rather than spending its retries (minutes of backoff) on it. AttributeError is not among them: kombu raises it
-# for a broker connection that went away (headwater.fleet.broker_transport), which is transient.
+# one fails it at once rather than spending its retries (minutes of backoff) on it. AttributeError
+# is not among them: kombu raises it for a broker connection that went away
+# (headwater.fleet.broker_transport), which is transient.
 PROGRAMMING_ERRORS: tuple[type[Exception], ...] = (TypeError, NameError, AssertionError, NotImplementedError)
