@@ -225,7 +225,33 @@ def evaluate(workdir: Path, corpus: Path, name: str, queries: dict[str, set[str]
     """Sync `corpus` with one chunker, then rank every query in every mode; returns ({mode: Scores}, {mode: ranks}, chunks)."""
     searcher, chunks = synced_searcher(workdir, corpus, name, legacy)
     ranks = {mode: query_ranks(searcher, queries, mode) for mode in MODES}
+    agreeing = dense_agreement(searcher, list(queries))
+    print(f"  {name}: Chroma's dense top {DEPTH} is the exact top {DEPTH} for {agreeing} of {len(queries)} queries",
+          flush=True)
     return {mode: score(r) for mode, r in ranks.items()}, ranks, chunks
+
+
+def dense_agreement(searcher: Any, queries: list[str]) -> int:
+    """How many queries' dense top DEPTH (Chroma's HNSW) is the exact top DEPTH (every stored vector
+    ranked by the collection's distance, ties by id): whether the dense column measures the chunks
+    alone or also the approximation of one HNSW graph, which differs from one sync to the next."""
+    import numpy as np
+
+    from headwater.chroma_store import record_pages
+    from headwater.filtered_dense import exact_distances
+
+    ids: list[str] = []
+    blocks = []
+    for page_ids, _, embeddings in record_pages(searcher.store.collection):
+        ids.extend(page_ids)
+        blocks.append(np.asarray(embeddings, dtype=np.float32))
+    vectors, names = np.concatenate(blocks), np.asarray(ids)
+    agreeing = 0
+    for query in queries:
+        distances = exact_distances(searcher.dense.embed([query])[0], vectors, searcher.space)
+        exact = names[np.lexsort((names, distances))[:DEPTH]].tolist()
+        agreeing += [h.id for h in searcher.search(query, k=DEPTH, mode="dense")] == exact
+    return agreeing
 
 
 def print_query_ranks(queries: dict[str, set[str]], before: dict, after: dict) -> None:
