@@ -43,7 +43,9 @@ DEPTH = 5 * K  # the first window of hits (chunks); deeper where it holds fewer 
 BOOTSTRAP_ROUNDS = 10_000
 BOOTSTRAP_SEED = 8  # fixed, so that a rerun on the same ranks prints the same interval
 FUSION_GRID_K = (5, 20, 60)
-FUSION_GRID_DENSE_WEIGHTS = (1.0, 1.5, 2.0, 3.0)
+FUSION_GRID_DENSE_WEIGHTS = (1.0, 1.5, 2.0, 3.0, 5.0)
+FUSION_GRID_DENSE_SHARES = (0.5, 0.6, 0.7, 0.8, 0.9)
+FUSION_CANDIDATES = 3 * DEPTH  # a hybrid search for DEPTH hits fuses this many per side (headwater.retrieval)
 
 
 def build_stdlib_docs(target: Path, needed: set[str]) -> int:
@@ -216,10 +218,6 @@ def query_ranks(searcher: Any, queries: dict[str, set[str]], mode: str, **fusion
             for q, relevant in queries.items()]
 
 
-def scores(searcher: Any, queries: dict[str, set[str]], mode: str, **fusion: float) -> Scores:
-    return score(query_ranks(searcher, queries, mode, **fusion))
-
-
 def evaluate(workdir: Path, corpus: Path, name: str, queries: dict[str, set[str]],
              legacy: bool) -> tuple[dict, dict, int]:
     """Sync `corpus` with one chunker, then rank every query in every mode; returns ({mode: Scores}, {mode: ranks}, chunks)."""
@@ -262,15 +260,41 @@ def print_query_ranks(queries: dict[str, set[str]], before: dict, after: dict) -
         print(f"    {moves}  {query}")
 
 
-def fusion_grid(workdir: Path, corpus: Path, name: str, queries: dict[str, set[str]]) -> None:
-    """Dev sets only: hybrid MRR for several fusion settings next to each single mode (for tuning)."""
+def fusion_grid(workdir: Path, corpus: Path, name: str, queries: dict[str, set[str]]) -> dict[str, float]:
+    """Dev sets only: hybrid MRR per fusion setting next to each single mode (for tuning); returns them by name.
+
+    Each side's top FUSION_CANDIDATES (what a hybrid search of the bench's first window fuses) are
+    fetched once per query, and every setting ranks those same candidates (bench/fusion_methods.py).
+    """
+    from bench import fusion_methods
+
     searcher, _ = synced_searcher(workdir, corpus, name, legacy=False)
-    for mode in ("dense", "sparse"):
-        print(f"  {mode}: MRR@{K} {scores(searcher, queries, mode).mrr:.3f}")
+    sides = []
+    uri_of: dict[str, str] = {}
+    for query in queries:
+        pair = []
+        for mode in ("dense", "sparse"):
+            hits = searcher.search(query, k=FUSION_CANDIDATES, mode=mode)
+            uri_of.update((h.id, h.uri) for h in hits)
+            pair.append([(h.id, h.score) for h in hits])
+        sides.append(pair)
+    settings: dict[str, Callable[[list, list], list[str]]] = {
+        "dense": lambda d, s: [i for i, _ in d], "sparse": lambda d, s: [i for i, _ in s]}
     for rrf_k in FUSION_GRID_K:
-        row = [f"{scores(searcher, queries, 'hybrid', rrf_k=rrf_k, dense_weight=w).mrr:.3f}"
-               for w in FUSION_GRID_DENSE_WEIGHTS]
-        print(f"  hybrid rrf_k={rrf_k:>3}, dense weight {FUSION_GRID_DENSE_WEIGHTS}: {' '.join(row)}")
+        for weight in FUSION_GRID_DENSE_WEIGHTS:
+            settings[f"rrf k={rrf_k} dense weight {weight:g}"] = (
+                lambda d, s, k=rrf_k, w=weight: fusion_methods.rrf(d, s, k, w))
+    for label, normalise in (("min-max", fusion_methods.min_max), ("z-score", fusion_methods.z_scores)):
+        for share in FUSION_GRID_DENSE_SHARES:
+            settings[f"convex {label} dense share {share:g}"] = (
+                lambda d, s, a=share, f=normalise: fusion_methods.convex(d, s, a, f))
+    found = {}
+    for setting, fuse in settings.items():
+        ranks = [first_relevant_rank([uri_of[i] for i in fuse(dense, sparse)], relevant)
+                 for (dense, sparse), relevant in zip(sides, queries.values())]
+        found[setting] = score(ranks).mrr
+        print(f"  {setting}: MRR@{K} {found[setting]:.3f}")
+    return found
 
 
 def main() -> None:
@@ -279,7 +303,7 @@ def main() -> None:
     parser.add_argument("--dev", action="store_true", help="the small dev sets (for tuning) instead")
     parser.add_argument("--keep", action="store_true", help="keep the temporary corpora and Chromas")
     parser.add_argument("--fusion-grid", action="store_true",
-                        help="with --dev: hybrid MRR for several RRF settings (today's chunker only)")
+                        help="with --dev: hybrid MRR for RRF and score-fusion settings (today's chunker only)")
     parser.add_argument("--per-query", action="store_true",
                         help="with --dev: print every query's rank per mode, before and after")
     args = parser.parse_args()
@@ -306,6 +330,7 @@ def main() -> None:
                      f"({'drop' if args.dev else 'add'} --dev)")
     workdir = Path(tempfile.mkdtemp(prefix="headwater-retrieval-"))
     rows = []
+    grids: list[dict[str, float]] = []
     try:
         for key in (list(corpora) if args.corpus == "all" else [args.corpus]):
             label, build, queries = corpora[key]
@@ -314,7 +339,7 @@ def main() -> None:
             documents = build(corpus)
             print(f"{label}: {documents} documents, {len(queries)} labelled queries{' (dev set)' if args.dev else ''}")
             if args.fusion_grid:
-                fusion_grid(workdir, corpus, f"{key}-grid", queries)
+                grids.append(fusion_grid(workdir, corpus, f"{key}-grid", queries))
                 continue
             before, before_ranks, before_chunks = evaluate(workdir, corpus, f"{key}-before", queries, legacy=True)
             after, after_ranks, after_chunks = evaluate(workdir, corpus, f"{key}-after", queries, legacy=False)
@@ -323,6 +348,12 @@ def main() -> None:
             for mode in MODES:
                 rows.append(Row(label, mode, before[mode], after[mode], before_chunks, after_chunks,
                                 paired_bootstrap(before_ranks[mode], after_ranks[mode])))
+        if grids:
+            print(f"\nmean MRR@{K} over the {len(grids)} dev corpora, best first:")
+            means = {setting: sum(g[setting] for g in grids) / len(grids) for setting in grids[0]}
+            for setting, mean in sorted(means.items(), key=lambda item: -item[1]):
+                print(f"  {mean:.3f}  {setting}")
+            return
         print()
         print(f"| corpus | mode | hit@3 before → after | hit@{K} before → after | MRR@{K} before → after "
               f"| MRR@{K} change [95 % paired bootstrap] |")
