@@ -42,6 +42,7 @@ def convex(dense: Scored, sparse: Scored, dense_share: float,
     candidates: it ranked below all of them there, and counts as the last of them, not as zero
     (which, for z-scores, would rank it above the side's below-average candidates).
     """
+    candidates = {i for i, _ in dense} | {i for i, _ in sparse}
     fused: dict[str, float] = {}
     for side, share in ((dense, dense_share), (sparse, 1.0 - dense_share)):
         if not side:
@@ -49,6 +50,6 @@ def convex(dense: Scored, sparse: Scored, dense_share: float,
         normalised = normalise([s for _, s in side])
         floor = min(normalised)
         present = dict(zip((i for i, _ in side), normalised))
-        for record_id in {i for i, _ in dense} | {i for i, _ in sparse}:
+        for record_id in candidates:
             fused[record_id] = fused.get(record_id, 0.0) + share * present.get(record_id, floor)
     return [i for i, _ in sorted(fused.items(), key=lambda item: (-item[1], item[0]))]

@@ -45,7 +45,6 @@ BOOTSTRAP_SEED = 8  # fixed, so that a rerun on the same ranks prints the same i
 FUSION_GRID_K = (5, 20, 60)
 FUSION_GRID_DENSE_WEIGHTS = (1.0, 1.5, 2.0, 3.0, 5.0)
 FUSION_GRID_DENSE_SHARES = (0.5, 0.6, 0.7, 0.8, 0.9)
-FUSION_CANDIDATES = 3 * DEPTH  # a hybrid search for DEPTH hits fuses this many per side (headwater.retrieval)
 
 
 def build_stdlib_docs(target: Path, needed: set[str]) -> int:
@@ -263,18 +262,20 @@ def print_query_ranks(queries: dict[str, set[str]], before: dict, after: dict) -
 def fusion_grid(workdir: Path, corpus: Path, name: str, queries: dict[str, set[str]]) -> dict[str, float]:
     """Dev sets only: hybrid MRR per fusion setting next to each single mode (for tuning); returns them by name.
 
-    Each side's top FUSION_CANDIDATES (what a hybrid search of the bench's first window fuses) are
+    Each side's top candidates (as many as a hybrid search of the bench's first window fuses) are
     fetched once per query, and every setting ranks those same candidates (bench/fusion_methods.py).
     """
     from bench import fusion_methods
+    from headwater.retrieval import hybrid_candidates
 
+    candidates = hybrid_candidates(DEPTH)  # what a hybrid search for the first window fuses per side
     searcher, _ = synced_searcher(workdir, corpus, name, legacy=False)
     sides = []
     uri_of: dict[str, str] = {}
     for query in queries:
         pair = []
         for mode in ("dense", "sparse"):
-            hits = searcher.search(query, k=FUSION_CANDIDATES, mode=mode)
+            hits = searcher.search(query, k=candidates, mode=mode)
             uri_of.update((h.id, h.uri) for h in hits)
             pair.append([(h.id, h.score) for h in hits])
         sides.append(pair)

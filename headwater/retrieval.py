@@ -37,6 +37,11 @@ SPARSE_WEIGHT = 1.0
 MIN_CANDIDATES = 50
 
 
+def hybrid_candidates(k: int) -> int:
+    """How many candidates each side gives the fusion of a hybrid search for k hits."""
+    return max(MIN_CANDIDATES, 3 * k)
+
+
 @dataclass(frozen=True)
 class SearchHit:
     id: str
@@ -126,7 +131,7 @@ class Searcher:
         if k < 1:
             raise ValueError("k must be at least 1")
         filters = filters or Filters()
-        candidates = k if mode != "hybrid" else max(MIN_CANDIDATES, 3 * k)
+        candidates = k if mode != "hybrid" else hybrid_candidates(k)
         if self.store.cloud:
             return self._cloud_search(text, k, mode, filters, candidates, rrf_k, dense_weight, sparse_weight)
         # Read before the two sides start: they share the index, and refreshing it mutates it. An
