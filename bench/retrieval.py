@@ -7,6 +7,9 @@ Two corpora nobody wrote for this project, with labelled queries (bench/retrieva
   per public class and function);
 * click and rich source: the `.py` files of those installed packages, as they are.
 
+Each reported set is its first needs and those added later (written before any run on them); the
+table scores the whole set, and a second table each part alone.
+
 Each corpus is synced twice into a temporary embedded Chroma: with the old character chunker
 (bench/legacy_chunker.py: 900/100/300 characters, no header) and with today's
 (workers/chunk.py). A query is found at rank r when the r-th distinct document among the hits
@@ -251,6 +254,24 @@ def dense_agreement(searcher: Any, queries: list[str]) -> int:
     return agreeing
 
 
+def module_answers(needs: dict[str, str | tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+    """need -> the stdlib modules that answer it, whether a set names one module or several."""
+    return {need: (modules,) if isinstance(modules, str) else modules for need, modules in needs.items()}
+
+
+def scored_parts(label: str, queries: list[str], parts: tuple[dict, ...], before: dict, after: dict) -> list[str]:
+    """Table rows for each part of a set alone: its queries' ranks picked out of the whole set's."""
+    lines = []
+    for number, part in enumerate(parts, start=1):
+        picked = [n for n, query in enumerate(queries) if query in part]
+        for mode in MODES:
+            b, a = ([ranks[mode][n] for n in picked] for ranks in (before, after))
+            change = paired_bootstrap(b, a)
+            lines.append(f"| {label} | part {number}: {len(picked)} | {mode} | {score(b).mrr:.3f} → {score(a).mrr:.3f} "
+                         f"| {change.mrr:+.3f} [{change.low:+.3f}, {change.high:+.3f}] {change.telling} |")
+    return lines
+
+
 def print_query_ranks(queries: dict[str, set[str]], before: dict, after: dict) -> None:
     """Dev sets only: every query's rank per mode, before -> after (where a chunking change wins or loses)."""
     shown = lambda rank: str(rank) if rank else "-"  # noqa: E731
@@ -313,24 +334,33 @@ def main() -> None:
     if args.fusion_grid and not args.dev:
         parser.error("--fusion-grid tunes, so it runs on the dev sets only (add --dev)")
 
-    docs = retrieval_sets.STDLIB_DOCS_DEV if args.dev else retrieval_sets.STDLIB_DOCS
-    code = retrieval_sets.CLICK_SOURCE_DEV if args.dev else retrieval_sets.CLICK_SOURCE
+    # A reported set is its first needs and the needs added later; each part is also scored alone.
+    sets = retrieval_sets
+    if args.dev:
+        parts = {"docs": (sets.STDLIB_DOCS_DEV,), "click": (sets.CLICK_SOURCE_DEV,)}
+    else:
+        parts = {"docs": (sets.STDLIB_DOCS, sets.STDLIB_DOCS_ADDED),
+                 "click": (sets.CLICK_SOURCE, sets.CLICK_SOURCE_ADDED),
+                 "rich": (sets.RICH_SOURCE, sets.RICH_SOURCE_ADDED)}  # rich has no dev set: never tuned on
+    docs = {need: {f"{m}.md" for m in modules}
+            for part in parts["docs"] for need, modules in module_answers(part).items()}
+    documented = {answer.removesuffix(".md") for answers in docs.values() for answer in answers}
     corpora = {
-        "docs": ("stdlib docs", lambda d: build_stdlib_docs(d, set(docs.values())),
-                 {q: {f"{m}.md"} for q, m in docs.items()}),
-        "click": code_corpus("click", code),
+        "docs": ("stdlib docs", lambda d: build_stdlib_docs(d, documented), docs),
+        "click": code_corpus("click", {need: files for part in parts["click"] for need, files in part.items()}),
     }
     if args.dev:  # starlette, jinja2 and httpx are dev corpora only: they are tuned on, so they are never reported
-        corpora["starlette"] = code_corpus("starlette", retrieval_sets.STARLETTE_SOURCE_DEV)
-        corpora["jinja2"] = code_corpus("jinja2", retrieval_sets.JINJA2_SOURCE_DEV)
-        corpora["httpx"] = code_corpus("httpx", retrieval_sets.HTTPX_SOURCE_DEV)
-    else:  # rich has no dev set: it was never tuned on
-        corpora["rich"] = code_corpus("rich", retrieval_sets.RICH_SOURCE)
+        corpora["starlette"] = code_corpus("starlette", sets.STARLETTE_SOURCE_DEV)
+        corpora["jinja2"] = code_corpus("jinja2", sets.JINJA2_SOURCE_DEV)
+        corpora["httpx"] = code_corpus("httpx", sets.HTTPX_SOURCE_DEV)
+    else:
+        corpora["rich"] = code_corpus("rich", {need: files for part in parts["rich"] for need, files in part.items()})
     if args.corpus != "all" and args.corpus not in corpora:
         parser.error(f"{args.corpus} is a {'reported' if args.dev else 'dev'} corpus only "
                      f"({'drop' if args.dev else 'add'} --dev)")
     workdir = Path(tempfile.mkdtemp(prefix="headwater-retrieval-"))
     rows = []
+    part_rows: list[str] = []
     grids: list[dict[str, float]] = []
     try:
         for key in (list(corpora) if args.corpus == "all" else [args.corpus]):
@@ -349,6 +379,8 @@ def main() -> None:
             for mode in MODES:
                 rows.append(Row(label, mode, before[mode], after[mode], before_chunks, after_chunks,
                                 paired_bootstrap(before_ranks[mode], after_ranks[mode])))
+            if len(parts.get(key, ())) > 1:
+                part_rows.extend(scored_parts(label, list(queries), parts[key], before_ranks, after_ranks))
         if grids:
             print(f"\nmean MRR@{K} over the {len(grids)} dev corpora, best first:")
             means = {setting: sum(g[setting] for g in grids) / len(grids) for setting in grids[0]}
@@ -364,6 +396,11 @@ def main() -> None:
             print(f"| {r.label} ({r.before_chunks} → {r.after_chunks} chunks) | {r.mode} | "
                   f"{b.hit3:.3f} → {a.hit3:.3f} | {b.hit10:.3f} → {a.hit10:.3f} | {b.mrr:.3f} → {a.mrr:.3f} "
                   f"| {c.mrr:+.3f} [{c.low:+.3f}, {c.high:+.3f}] {c.telling} |")
+        if part_rows:
+            print(f"\neach part of a reported set alone (the first needs, then those added later):\n"
+                  f"| corpus | queries | mode | MRR@{K} before → after | MRR@{K} change [95 % paired bootstrap] |\n"
+                  f"|---|---|---|---|---|")
+            print("\n".join(part_rows))
         print()
         for label in dict.fromkeys(r.label for r in rows):
             mine = {r.mode: (r.before, r.after) for r in rows if r.label == label}

@@ -6,7 +6,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from bench.retrieval import DEPTH, K, first_relevant_rank, paired_bootstrap, query_ranks, ranked_documents
+from bench import retrieval_sets
+from bench.retrieval import (DEPTH, K, first_relevant_rank, module_answers, paired_bootstrap, query_ranks,
+                             ranked_documents, scored_parts)
 
 
 @dataclass
@@ -80,3 +82,34 @@ def test_a_loss_on_most_queries_is_worse_and_the_interval_is_repeatable():
 def test_the_bootstrap_refuses_unpaired_lists():
     with pytest.raises(ValueError):
         paired_bootstrap([1, 2], [1])
+
+
+def test_each_part_of_a_set_is_scored_on_its_own_queries():
+    queries = ["first a", "first b", "added a"]
+    parts = ({"first a": "x", "first b": "y"}, {"added a": "z"})
+    ranks = {mode: [1, None, 2] for mode in ("dense", "sparse", "hybrid")}
+    later = {mode: [1, 1, 1] for mode in ("dense", "sparse", "hybrid")}
+    rows = scored_parts("corpus", queries, parts, ranks, later)
+    assert len(rows) == 6
+    assert rows[0].startswith("| corpus | part 1: 2 | dense | 0.500 → 1.000 | +0.500")
+    assert rows[3].startswith("| corpus | part 2: 1 | dense | 0.500 → 1.000 | +0.500")
+
+
+def test_a_set_may_name_one_module_or_several():
+    assert module_answers({"a": "csv", "b": ("posixpath", "genericpath")}) == {"a": ("csv",), "b": ("posixpath", "genericpath")}
+
+
+@pytest.mark.parametrize("reported, added, dev", [
+    (retrieval_sets.STDLIB_DOCS, retrieval_sets.STDLIB_DOCS_ADDED, retrieval_sets.STDLIB_DOCS_DEV),
+    (retrieval_sets.CLICK_SOURCE, retrieval_sets.CLICK_SOURCE_ADDED, retrieval_sets.CLICK_SOURCE_DEV),
+])
+def test_added_needs_are_new_and_never_in_a_dev_set(reported, added, dev):
+    assert not set(added) & set(reported)
+    assert not set(added) & set(dev)
+
+
+def test_added_stdlib_needs_are_answered_by_modules_no_other_set_uses():
+    used = {module for needs in (retrieval_sets.STDLIB_DOCS, retrieval_sets.STDLIB_DOCS_DEV)
+            for modules in module_answers(needs).values() for module in modules}
+    added = {m for modules in retrieval_sets.STDLIB_DOCS_ADDED.values() for m in modules}
+    assert added and not added & used
