@@ -259,6 +259,11 @@ def module_answers(needs: dict[str, str | tuple[str, ...]]) -> dict[str, tuple[s
     return {need: (modules,) if isinstance(modules, str) else modules for need, modules in needs.items()}
 
 
+def merged(parts: tuple[dict, ...]) -> dict:
+    """One set of needs from its parts, in order."""
+    return {need: answers for part in parts for need, answers in part.items()}
+
+
 def scored_parts(label: str, queries: list[str], parts: tuple[dict, ...], before: dict, after: dict) -> list[str]:
     """Table rows for each part of a set alone: its queries' ranks picked out of the whole set's."""
     lines = []
@@ -342,19 +347,18 @@ def main() -> None:
         parts = {"docs": (sets.STDLIB_DOCS, sets.STDLIB_DOCS_ADDED),
                  "click": (sets.CLICK_SOURCE, sets.CLICK_SOURCE_ADDED),
                  "rich": (sets.RICH_SOURCE, sets.RICH_SOURCE_ADDED)}  # rich has no dev set: never tuned on
-    docs = {need: {f"{m}.md" for m in modules}
-            for part in parts["docs"] for need, modules in module_answers(part).items()}
+    docs = {need: {f"{m}.md" for m in modules} for need, modules in module_answers(merged(parts["docs"])).items()}
     documented = {answer.removesuffix(".md") for answers in docs.values() for answer in answers}
     corpora = {
         "docs": ("stdlib docs", lambda d: build_stdlib_docs(d, documented), docs),
-        "click": code_corpus("click", {need: files for part in parts["click"] for need, files in part.items()}),
+        "click": code_corpus("click", merged(parts["click"])),
     }
     if args.dev:  # starlette, jinja2 and httpx are dev corpora only: they are tuned on, so they are never reported
         corpora["starlette"] = code_corpus("starlette", sets.STARLETTE_SOURCE_DEV)
         corpora["jinja2"] = code_corpus("jinja2", sets.JINJA2_SOURCE_DEV)
         corpora["httpx"] = code_corpus("httpx", sets.HTTPX_SOURCE_DEV)
     else:
-        corpora["rich"] = code_corpus("rich", {need: files for part in parts["rich"] for need, files in part.items()})
+        corpora["rich"] = code_corpus("rich", merged(parts["rich"]))
     if args.corpus != "all" and args.corpus not in corpora:
         parser.error(f"{args.corpus} is a {'reported' if args.dev else 'dev'} corpus only "
                      f"({'drop' if args.dev else 'add'} --dev)")
