@@ -347,8 +347,9 @@ def main() -> None:
         parts = {"docs": (sets.STDLIB_DOCS, sets.STDLIB_DOCS_ADDED),
                  "click": (sets.CLICK_SOURCE, sets.CLICK_SOURCE_ADDED),
                  "rich": (sets.RICH_SOURCE, sets.RICH_SOURCE_ADDED)}  # rich has no dev set: never tuned on
-    docs = {need: {f"{m}.md" for m in modules} for need, modules in module_answers(merged(parts["docs"])).items()}
-    documented = {answer.removesuffix(".md") for answers in docs.values() for answer in answers}
+    doc_needs = module_answers(merged(parts["docs"]))
+    documented = {module for modules in doc_needs.values() for module in modules}
+    docs = {need: {f"{module}.md" for module in modules} for need, modules in doc_needs.items()}
     corpora = {
         "docs": ("stdlib docs", lambda d: build_stdlib_docs(d, documented), docs),
         "click": code_corpus("click", merged(parts["click"])),
