@@ -48,6 +48,7 @@ BOOTSTRAP_SEED = 8  # fixed, so that a rerun on the same ranks prints the same i
 FUSION_GRID_K = (5, 20, 60)
 FUSION_GRID_DENSE_WEIGHTS = (1.0, 1.5, 2.0, 3.0, 5.0)
 FUSION_GRID_DENSE_SHARES = (0.5, 0.6, 0.7, 0.8, 0.9)
+FEEDBACK_GRID = ((3, 0.5), (3, 1.0), (5, 0.5), (5, 1.0), (10, 1.0))  # (dense chunks fed back, their weight)
 
 
 def build_stdlib_docs(target: Path, needed: set[str]) -> int:
@@ -296,32 +297,48 @@ def fusion_grid(workdir: Path, corpus: Path, name: str, queries: dict[str, set[s
 
     candidates = hybrid_candidates(DEPTH)  # what a hybrid search for the first window fuses per side
     searcher, _ = synced_searcher(workdir, corpus, name, legacy=False)
-    sides = []
+    sides: list[dict[str, list]] = []  # per query: each side's scored candidates, by side name
     uri_of: dict[str, str] = {}
     for query in queries:
-        pair = []
+        pair = {}
         for mode in ("dense", "sparse"):
             hits = searcher.search(query, k=candidates, mode=mode)
             uri_of.update((h.id, h.uri) for h in hits)
-            pair.append([(h.id, h.score) for h in hits])
+            pair[mode] = [(h.id, h.score) for h in hits]
+        for side, hits in feedback_sides(searcher, query, pair["dense"], candidates).items():
+            uri_of.update((i, searcher.index.uris[searcher.index.row_of[i]]) for i, _ in hits)
+            pair[side] = hits
         sides.append(pair)
-    settings: dict[str, Callable[[list, list], list[str]]] = {
-        "dense": lambda d, s: [i for i, _ in d], "sparse": lambda d, s: [i for i, _ in s]}
-    for rrf_k in FUSION_GRID_K:
-        for weight in FUSION_GRID_DENSE_WEIGHTS:
-            settings[f"rrf k={rrf_k} dense weight {weight:g}"] = (
-                lambda d, s, k=rrf_k, w=weight: fusion_methods.rrf(d, s, k, w))
+    settings: dict[str, Callable[[dict], list[str]]] = {
+        side: (lambda p, side=side: [i for i, _ in p[side]]) for side in sides[0]}
+    for side in (s for s in sides[0] if s != "dense"):
+        for rrf_k in FUSION_GRID_K:
+            for weight in FUSION_GRID_DENSE_WEIGHTS:
+                setting = f"rrf k={rrf_k} dense weight {weight:g}" + ("" if side == "sparse" else f" with {side}")
+                settings[setting] = lambda p, k=rrf_k, w=weight, side=side: fusion_methods.rrf(p["dense"], p[side], k, w)
     for label, normalise in (("min-max", fusion_methods.min_max), ("z-score", fusion_methods.z_scores)):
         for share in FUSION_GRID_DENSE_SHARES:
             settings[f"convex {label} dense share {share:g}"] = (
-                lambda d, s, a=share, f=normalise: fusion_methods.convex(d, s, a, f))
+                lambda p, a=share, f=normalise: fusion_methods.convex(p["dense"], p["sparse"], a, f))
     found = {}
     for setting, fuse in settings.items():
-        ranks = [first_relevant_rank([uri_of[i] for i in fuse(dense, sparse)], relevant)
-                 for (dense, sparse), relevant in zip(sides, queries.values())]
+        ranks = [first_relevant_rank([uri_of[i] for i in fuse(pair)], relevant)
+                 for pair, relevant in zip(sides, queries.values())]
         found[setting] = score(ranks).mrr
         print(f"  {setting}: MRR@{K} {found[setting]:.3f}")
     return found
+
+
+def feedback_sides(searcher: Any, query: str, dense: list[tuple[str, float]], n: int) -> dict[str, list]:
+    """Dev grid only: sparse candidates for the query with dense's best chunks fed back, per FEEDBACK_GRID setting."""
+    from headwater.retrieval import feedback_query
+
+    question = searcher.sparse.encode([query])[0]
+    sides = {}
+    for chunks, weight in FEEDBACK_GRID:
+        fed = feedback_query(question, searcher.stored_sparse_vectors([i for i, _ in dense[:chunks]]), weight)
+        sides[f"feedback {chunks} x {weight:g}"] = searcher.index.search(*fed, n)
+    return sides
 
 
 def main() -> None:
@@ -366,6 +383,7 @@ def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="headwater-retrieval-"))
     rows = []
     part_rows: list[str] = []
+    hybrid_margins: dict[str, dict[str, Change]] = {}  # corpus -> single mode -> hybrid minus it, after
     grids: list[dict[str, float]] = []
     try:
         for key in (list(corpora) if args.corpus == "all" else [args.corpus]):
@@ -384,6 +402,8 @@ def main() -> None:
             for mode in MODES:
                 rows.append(Row(label, mode, before[mode], after[mode], before_chunks, after_chunks,
                                 paired_bootstrap(before_ranks[mode], after_ranks[mode])))
+            hybrid_margins[label] = {mode: paired_bootstrap(after_ranks[mode], after_ranks["hybrid"])
+                                     for mode in ("dense", "sparse")}
             if len(parts.get(key, ())) > 1:
                 part_rows.extend(scored_parts(label, list(queries), parts[key], before_ranks, after_ranks))
         if grids:
@@ -411,8 +431,10 @@ def main() -> None:
             mine = {r.mode: (r.before, r.after) for r in rows if r.label == label}
             better = all(a.mrr > b.mrr and a.hit10 >= b.hit10 for b, a in mine.values())
             hybrid_best = mine["hybrid"][1].mrr > max(mine["dense"][1].mrr, mine["sparse"][1].mrr)
+            margins = "; ".join(f"hybrid - {mode} {c.mrr:+.3f} [{c.low:+.3f}, {c.high:+.3f}] {c.telling}"
+                                for mode, c in hybrid_margins[label].items())
             print(f"{label}: after beats before on MRR@{K} in every mode (hit@{K} not lower): {better}; "
-                  f"hybrid MRR@{K} above both single modes: {hybrid_best}")
+                  f"hybrid MRR@{K} above both single modes: {hybrid_best} ({margins})")
     finally:
         if args.keep:
             print(f"kept {workdir}")
