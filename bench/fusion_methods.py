@@ -4,13 +4,16 @@ Each side's scored candidates are fetched once per query; every setting is then 
 them, so a grid of settings costs no further searches and every setting sees the same candidates.
 Reciprocal rank fusion (`headwater.retrieval.rrf_fuse`, what `headwater.search` uses) reads only
 ranks; the convex combinations read scores, normalised per query and side, since MiniLM's cosine
-similarities and SPLADE's dot products are on unrelated scales.
+similarities and SPLADE's dot products are on unrelated scales. The feedback settings rank the
+sparse side with a query of their own (feedback_query), fetched once per query and setting.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from statistics import fmean, pstdev
+
+import numpy as np
 
 from headwater.retrieval import rrf_fuse
 
@@ -53,3 +56,23 @@ def convex(dense: Scored, sparse: Scored, dense_share: float,
         for record_id in candidates:
             fused[record_id] = fused.get(record_id, 0.0) + share * present.get(record_id, floor)
     return [i for i, _ in sorted(fused.items(), key=lambda item: (-item[1], item[0]))]
+
+
+SparseVector = tuple[np.ndarray, np.ndarray]  # (term indices, weights)
+
+
+def feedback_query(query: SparseVector, feedback: list[SparseVector], weight: float) -> SparseVector:
+    """Rocchio on SPLADE vectors: the query plus `weight` times the mean of the feedback chunks' vectors.
+
+    Each vector is scaled to unit length first, so a long chunk counts no more than a short one and
+    the query's own terms keep their share whatever the chunks' lengths. The feedback chunks are
+    dense's best hits: the sparse side then also looks for what shares words with them
+    (pseudo-relevance feedback guided by the other model). No feedback: the query alone.
+    """
+    combined: dict[int, float] = {}
+    for (indices, values), scale in [(query, 1.0)] + [(vector, weight / len(feedback)) for vector in feedback]:
+        norm = float(np.linalg.norm(values)) or 1.0
+        for term, value in zip(np.asarray(indices).tolist(), np.asarray(values).tolist()):
+            combined[term] = combined.get(term, 0.0) + scale * value / norm
+    terms = sorted(combined)
+    return np.asarray(terms, dtype=np.int64), np.asarray([combined[t] for t in terms], dtype=np.float32)

@@ -291,6 +291,8 @@ def fusion_grid(workdir: Path, corpus: Path, name: str, queries: dict[str, set[s
 
     Each side's top candidates (as many as a hybrid search of the bench's first window fuses) are
     fetched once per query, and every setting ranks those same candidates (bench/fusion_methods.py).
+    The RRF grid also runs with sparse sides of their own: SPLADE searching with dense's best chunks
+    fed back into the query (feedback_sides).
     """
     from bench import fusion_methods
     from headwater.retrieval import hybrid_candidates
@@ -331,12 +333,17 @@ def fusion_grid(workdir: Path, corpus: Path, name: str, queries: dict[str, set[s
 
 def feedback_sides(searcher: Any, query: str, dense: list[tuple[str, float]], n: int) -> dict[str, list]:
     """Dev grid only: sparse candidates for the query with dense's best chunks fed back, per FEEDBACK_GRID setting."""
-    from headwater.retrieval import feedback_query
+    from bench import fusion_methods
+    from headwater import chroma_store as keys
+    from headwater.sparse_codec import decode_sparse
 
     question = searcher.sparse.encode([query])[0]
+    deepest = [i for i, _ in dense[:max(chunks for chunks, _ in FEEDBACK_GRID)]]
+    found = searcher.store.collection.get(ids=deepest, include=["metadatas"])
+    stored = {i: decode_sparse(m[keys.SPARSE]) for i, m in zip(found["ids"], found["metadatas"])}
     sides = {}
     for chunks, weight in FEEDBACK_GRID:
-        fed = feedback_query(question, searcher.stored_sparse_vectors([i for i, _ in dense[:chunks]]), weight)
+        fed = fusion_methods.feedback_query(question, [stored[i] for i in deepest[:chunks]], weight)
         sides[f"feedback {chunks} x {weight:g}"] = searcher.index.search(*fed, n)
     return sides
 

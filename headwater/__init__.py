@@ -13,20 +13,18 @@ if TYPE_CHECKING:
 
 def search(text: str, k: int = 10, mode: str = "hybrid", *, source_id: str | None = None,
            uri_prefix: str | None = None, where: dict[str, Any] | None = None, rrf_k: int | None = None,
-           dense_weight: float | None = None, sparse_weight: float | None = None, feedback_chunks: int | None = None,
-           settings: Settings | None = None, searcher: Searcher | None = None) -> list[SearchHit]:
+           dense_weight: float | None = None, sparse_weight: float | None = None, settings: Settings | None = None,
+           searcher: Searcher | None = None) -> list[SearchHit]:
     """Search the synced collection; the same results as `headwater query` (hybrid by default).
 
-    The fusion parameters default to headwater.retrieval's RRF_K, DENSE_WEIGHT, SPARSE_WEIGHT and
-    FEEDBACK_CHUNKS (dense's best chunks fed to the sparse side; 0 for the question alone).
+    The fusion parameters default to headwater.retrieval's RRF_K, DENSE_WEIGHT and SPARSE_WEIGHT.
     """
     from headwater.retrieval import Filters
     from headwater.settings import load_settings
 
     searcher = searcher or _searcher_for(settings or load_settings())
     fusion = {name: value for name, value in
-              (("rrf_k", rrf_k), ("dense_weight", dense_weight), ("sparse_weight", sparse_weight),
-               ("feedback_chunks", feedback_chunks)) if value is not None}
+              (("rrf_k", rrf_k), ("dense_weight", dense_weight), ("sparse_weight", sparse_weight)) if value is not None}
     return searcher.search(text, k=k, mode=mode, filters=Filters(source_id, uri_prefix, where),  # type: ignore[arg-type]
                            **fusion)
 

@@ -14,7 +14,6 @@ from headwater import chroma_store as keys
 from headwater.chroma_store import ChromaStore
 from headwater.filtered_dense import collection_search_ef, collection_space, filtered_dense_search
 from headwater.lazy import Lazy
-from headwater.sparse_codec import decode_sparse
 from headwater.settings import Settings
 from headwater.locations import uri_under
 from workers.embed_dense import DenseEmbedder
@@ -24,21 +23,16 @@ if TYPE_CHECKING:  # scipy, under the sparse index, is imported only where a spa
     from headwater.sparse_index import SparseIndex
 
 Mode = Literal["dense", "sparse", "hybrid"]
-SparseVector = tuple[np.ndarray, np.ndarray]  # (term indices, weights)
 # Reciprocal rank fusion: score = sum over rankings of weight / (RRF_K + rank), ranks from 1.
-# In a hybrid search the sparse side's query is fed back (feedback_query): SPLADE's vector of the
-# question plus the mean vector of dense's FEEDBACK_CHUNKS best chunks, weighted FEEDBACK_WEIGHT.
-# All four were chosen on the dev sets of bench/retrieval.py (`--dev --fusion-grid`), never on the
-# reported ones: mean MRR@10 over the five dev sets 0.845 against 0.835 for plain RRF (20, dense
-# weighted 3 to 1) in the same run, and the first setting of any tried that ranks hybrid above dense
-# alone on prose (stdlib docs dev: 0.877 against dense 0.867; plain RRF 0.853). SPLADE-tiny alone
-# reads a plain-English question poorly; fed dense's best chunks, its side finds what shares their
-# words, so the two sides disagree where one of them is likely wrong rather than at random.
+# Chosen on the dev sets of bench/retrieval.py (`--dev --fusion-grid`), never on the reported
+# ones: with every chunk header carrying its document's summary (chunker 5), 20 and the dense side
+# weighted 3 to 1 (MiniLM ranks better than SPLADE-tiny alone; SPLADE mostly breaks its ties) had
+# the best mean MRR@10 over the three dev sets (0.879: 0.863 stdlib docs, 0.903 click, 0.872
+# starlette), at least as good as the 5 and 1.5:1 chosen for chunker 4 on each set (0.870 mean)
+# and above the RRF paper's 60 and 1:1 (0.843).
 RRF_K = 20
-DENSE_WEIGHT = 2.0
+DENSE_WEIGHT = 3.0
 SPARSE_WEIGHT = 1.0
-FEEDBACK_CHUNKS = 3
-FEEDBACK_WEIGHT = 1.0
 # Each side contributes this many candidates (at least) to the fusion.
 MIN_CANDIDATES = 50
 
@@ -102,22 +96,6 @@ class Filters:
         return (self.source_id is None or source_id == self.source_id) and (not prefix or uri_under(uri, prefix))
 
 
-def feedback_query(query: SparseVector, feedback: list[SparseVector], weight: float = FEEDBACK_WEIGHT) -> SparseVector:
-    """Rocchio on SPLADE vectors: the query plus `weight` times the mean of the feedback chunks' vectors.
-
-    Each vector is scaled to unit length first, so a long chunk counts no more than a short one and
-    the query's own terms keep their share whatever the chunks' lengths. No feedback: the query alone.
-    """
-    combined: dict[int, float] = {}
-    scaled = [(query, 1.0)] + [(vector, weight / len(feedback)) for vector in feedback]
-    for (indices, values), scale in scaled:
-        norm = float(np.linalg.norm(values)) or 1.0
-        for term, value in zip(np.asarray(indices).tolist(), np.asarray(values).tolist()):
-            combined[term] = combined.get(term, 0.0) + scale * value / norm
-    terms = sorted(combined)
-    return np.asarray(terms, dtype=np.int64), np.asarray([combined[t] for t in terms], dtype=np.float32)
-
-
 def rrf_fuse(rankings: list[tuple[list[str], float]], k: int = RRF_K) -> list[tuple[str, float]]:
     """Fuse ranked id lists (best first) with weights; returns (id, fused score), best first."""
     fused: dict[str, float] = {}
@@ -144,23 +122,17 @@ class Searcher:
 
     def search(self, text: str, k: int = 10, mode: Mode = "hybrid", filters: Filters | None = None,
                rrf_k: int = RRF_K, dense_weight: float = DENSE_WEIGHT,
-               sparse_weight: float = SPARSE_WEIGHT, feedback_chunks: int = FEEDBACK_CHUNKS) -> list[SearchHit]:
-        """The k best chunks for `text`; each hit says where it ranked on each side.
-
-        In hybrid mode the sparse side searches with dense's best `feedback_chunks` chunks fed back
-        (feedback_query; 0: the question's own SPLADE vector), and `sparse_rank` is its rank there.
-        """
+               sparse_weight: float = SPARSE_WEIGHT) -> list[SearchHit]:
+        """The k best chunks for `text`; each hit says where it ranked on each side."""
         if not text.strip():
             raise ValueError("the query is empty")
         if mode not in ("dense", "sparse", "hybrid"):
             raise ValueError(f"unknown search mode {mode!r}; use dense, sparse or hybrid")
         if k < 1:
             raise ValueError("k must be at least 1")
-        if feedback_chunks < 0:
-            raise ValueError("feedback_chunks must be 0 or more")
         filters = filters or Filters()
         candidates = k if mode != "hybrid" else hybrid_candidates(k)
-        if self.store.cloud:  # one server-side request (Knn + Rrf): the question's own sparse vector, no feedback
+        if self.store.cloud:
             return self._cloud_search(text, k, mode, filters, candidates, rrf_k, dense_weight, sparse_weight)
         # Read before the two sides start: they share the index, and refreshing it mutates it. An
         # unfiltered dense query needs no index (and so never opens or imports it).
@@ -174,18 +146,13 @@ class Searcher:
         with index.lock if index is not None else contextlib.nullcontext():
             rows = self._location_rows(index, filters)
             if mode == "hybrid":
-                # Both models and Chroma release the GIL: the question's SPLADE vector is computed
-                # while dense searches; the sparse search itself waits for dense's best chunks.
+                # The two sides share nothing until fusion, and both models and Chroma release the GIL.
                 dense_future = self._pool.submit(self._dense, text, candidates, filters, index, rows)
-                query = self.sparse.encode([text])[0]
+                sparse_ids = self._sparse(text, candidates, filters, index, rows)
                 dense_ids = dense_future.result()
-                if feedback_chunks:
-                    query = feedback_query(query, self.stored_sparse_vectors([i for i, _ in dense_ids[:feedback_chunks]]))
-                sparse_ids = self._sparse(query, candidates, filters, index, rows)
             else:
                 dense_ids = self._dense(text, candidates, filters, index, rows) if mode == "dense" else []
-                sparse_ids = (self._sparse(self.sparse.encode([text])[0], candidates, filters, index, rows)
-                              if mode == "sparse" else [])
+                sparse_ids = self._sparse(text, candidates, filters, index, rows) if mode == "sparse" else []
         if mode == "dense":
             ranked = [(i, s) for i, s in dense_ids]
         elif mode == "sparse":
@@ -232,9 +199,9 @@ class Searcher:
         return filtered_dense_search(self.store.collection, vector, n, filters.location_where(), index, rows,
                                      filters.matches_location, self.space, self.search_ef)
 
-    def _sparse(self, query: SparseVector, n: int, filters: Filters, index: SparseIndex,
+    def _sparse(self, text: str, n: int, filters: Filters, index: SparseIndex,
                 rows: np.ndarray | None) -> list[tuple[str, float]]:
-        indices, values = query
+        indices, values = self.sparse.encode([text])[0]
         if not filters.where:
             return index.search(indices, values, n, rows=rows)
 
@@ -245,13 +212,6 @@ class Searcher:
             return [index.ids[r] in allowed for r in candidates]
 
         return index.search(indices, values, n, accept, rows=rows)
-
-    def stored_sparse_vectors(self, ids: list[str]) -> list[SparseVector]:
-        """The stored SPLADE vectors of these chunks (Chroma is the record; one read by id)."""
-        if not ids:
-            return []
-        found = self.store.collection.get(ids=ids, include=["metadatas"])
-        return [decode_sparse(m[keys.SPARSE]) for m in found["metadatas"] if m and keys.SPARSE in m]
 
     def _refresh_index(self) -> None:
         """Pick up writes: from the server's write log, or a newer index saved by an embedded writer."""

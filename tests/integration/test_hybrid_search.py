@@ -7,8 +7,7 @@ import shutil
 import pytest
 
 import headwater
-from headwater.retrieval import (DENSE_WEIGHT, FEEDBACK_CHUNKS, RRF_K, SPARSE_WEIGHT, Filters, feedback_query,
-                                 hybrid_candidates, rrf_fuse)
+from headwater.retrieval import DENSE_WEIGHT, RRF_K, SPARSE_WEIGHT, Filters
 from headwater.sparse_index import SparseIndex
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -91,32 +90,6 @@ def test_hybrid_hits_report_each_sides_rank(harness):
     # Ranked first on both sides: the default weights over the default constant plus rank 1.
     assert hits[0].score == pytest.approx((DENSE_WEIGHT + SPARSE_WEIGHT) / (RRF_K + 1))
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
-
-
-def test_hybrid_fuses_dense_with_a_sparse_side_fed_dense_best_chunks(harness):
-    harness.sync()
-    searcher = harness.searcher()
-    question, k = "which file types are supported", 5
-    dense = [h.id for h in searcher.search(question, k=hybrid_candidates(k), mode="dense")]
-    fed = feedback_query(searcher.sparse.encode([question])[0], searcher.stored_sparse_vectors(dense[:FEEDBACK_CHUNKS]))
-    assert len(searcher.stored_sparse_vectors(dense[:FEEDBACK_CHUNKS])) == FEEDBACK_CHUNKS
-    fed_sparse = [i for i, _ in searcher.index.search(*fed, hybrid_candidates(k))]
-    expected = rrf_fuse([(dense, DENSE_WEIGHT), (fed_sparse, SPARSE_WEIGHT)])[:k]
-    hits = searcher.search(question, k=k)
-    assert [(h.id, h.score) for h in hits] == [(i, pytest.approx(score)) for i, score in expected]
-    assert [h.sparse_rank for h in hits] == [fed_sparse.index(h.id) + 1 if h.id in fed_sparse else None for h in hits]
-
-
-def test_hybrid_without_feedback_fuses_the_questions_own_sparse_ranking(harness):
-    harness.sync()
-    searcher = harness.searcher()
-    question, k = "escalation policy queue growing", 5
-    dense = [h.id for h in searcher.search(question, k=hybrid_candidates(k), mode="dense")]
-    sparse = [h.id for h in searcher.search(question, k=hybrid_candidates(k), mode="sparse")]
-    expected = [i for i, _ in rrf_fuse([(dense, DENSE_WEIGHT), (sparse, SPARSE_WEIGHT)])[:k]]
-    assert [h.id for h in searcher.search(question, k=k, feedback_chunks=0)] == expected
-    with pytest.raises(ValueError, match="feedback_chunks"):
-        searcher.search(question, feedback_chunks=-1)
 
 
 def test_python_api_matches_the_searcher(harness):
