@@ -345,7 +345,7 @@ def doctor() -> None:
         sparse = SpladeEncoder(settings.sparse_model_dir, cache_dir=settings.onnx_cache_dir)
         sample = parse_document("check.md", b"# Check\n\nHeadwater parses this offline.")
         checks = {
-            "dense model": f"{dense.name}, {dense.embed(['headwater']).shape[1]} dimensions",
+            "dense model": f"{dense.name}, {dense.embed(['headwater']).shape[1]} dimensions ({dense.model_file})",
             "sparse model": f"{sparse.name}, {len(sparse.encode(['headwater'])[0][0])} active terms "
                             f"(onnxruntime, {sparse.onnx_file})",
             "markdown parser": f"{len(sample.elements)} elements",

@@ -113,6 +113,7 @@ class DenseEmbedder:
             from workers.dense_int8 import int8_model
 
             model = int8_model(model, cache_dir)
+        self.model_file = model
         self._session = cpu_session(model, threads)
         self._tokenizer = Tokenizer.from_file(str(tokenizer))
         self._tokenizer.no_padding()
