@@ -10,8 +10,9 @@ from onnx import TensorProto, helper, numpy_helper
 from workers.dense_int8 import _store_weights_unsigned, signed_products_exact
 
 
-def quantized_matmul(tmp_path, weights: np.ndarray):
-    """A float MatMul with constant weights, quantised as the dense build is (dynamic, per channel)."""
+def signed_and_unsigned(tmp_path, weights: np.ndarray):
+    """A float MatMul with constant weights, quantised as the dense build is (dynamic, per channel),
+    and the same build with its weights stored unsigned; returns (signed file, unsigned file)."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     rows, columns = weights.shape
@@ -26,7 +27,10 @@ def quantized_matmul(tmp_path, weights: np.ndarray):
     onnx.save(model, str(plain))
     quantize_dynamic(plain, quantized, weight_type=QuantType.QInt8, per_channel=True,
                      extra_options={"MatMulConstBOnly": True})
-    return quantized
+    unsigned = tmp_path / "unsigned.onnx"
+    unsigned.write_bytes(quantized.read_bytes())
+    _store_weights_unsigned(unsigned)
+    return quantized, unsigned
 
 
 def run(model_file, inputs: np.ndarray) -> np.ndarray:
@@ -36,10 +40,7 @@ def run(model_file, inputs: np.ndarray) -> np.ndarray:
 
 def test_unsigned_weights_give_the_signed_builds_results_exactly(tmp_path):
     weights = np.random.default_rng(3).normal(size=(32, 8))
-    signed = quantized_matmul(tmp_path, weights)
-    unsigned = tmp_path / "unsigned.onnx"
-    unsigned.write_bytes(signed.read_bytes())
-    _store_weights_unsigned(unsigned)
+    signed, unsigned = signed_and_unsigned(tmp_path, weights)
     # One positive input per row: each 16-bit pair sum holds a single product, so the signed
     # products are exact on every CPU and the two builds must agree to the last bit.
     inputs = np.zeros((32, 32), dtype=np.float32)
@@ -52,10 +53,7 @@ def test_unsigned_weights_give_the_signed_builds_results_exactly(tmp_path):
 
 def test_the_probe_predicts_whether_the_signed_build_saturates(tmp_path):
     weights = np.random.default_rng(4).normal(size=(64, 8))
-    signed = quantized_matmul(tmp_path, weights)
-    unsigned = tmp_path / "unsigned.onnx"
-    unsigned.write_bytes(signed.read_bytes())
-    _store_weights_unsigned(unsigned)
+    signed, unsigned = signed_and_unsigned(tmp_path, weights)
     inputs = np.random.default_rng(5).uniform(0.0, 4.0, size=(16, 64)).astype(np.float32)
     # Full-range activations: where the probe finds signed products exact (VNNI, AMX) the two builds
     # agree to the last bit; where it finds them saturating (AVX2 alone) the signed build differs.
