@@ -47,29 +47,32 @@ def file_digest(path: Path) -> str:
     return digest.hexdigest()[:12]
 
 
+# The probe: one MatMulInteger, uint8 A (32 x 64) times int8 B (64 x 16), as serialised ONNX (opset
+# 13, IR 8). Kept as bytes because importing the onnx package to build it costs ~0.9 s, on the
+# path of every process that loads the model, `headwater query` included; tests/unit/
+# test_dense_int8.py parses it with onnx and checks that it is this graph.
+PROBE_SHAPE = (32, 64, 16)  # rows, depth, columns: several of each, as a sequence of word pieces has
+PROBE_MODEL = bytes.fromhex(
+    "08083a600a180a01410a0142120159220d4d61744d756c496e7465676572120570726f62655a130a0141120e0a0c08"
+    "0212080a0208200a0208405a130a0142120e0a0c080312080a0208400a02081062130a0159120e0a0c080612080a02"
+    "08200a02081042040a00100d")
+
+
 @functools.cache
 def signed_products_exact() -> bool:
     """Whether onnxruntime on this CPU multiplies uint8 by int8 matrices without saturating.
 
     Asked of the runtime itself, not of the CPU's feature flags: 255 x 127 pairs exceed the 16-bit
-    sums of the kernels that saturate. Several rows and columns, as a sequence of word pieces has,
-    so that the runtime picks its matrix kernel rather than a single-row one.
+    sums of the kernels that saturate. Several rows and columns, so that the runtime picks its
+    matrix kernel rather than a single-row one.
     """
     import numpy as np
     import onnxruntime
-    from onnx import TensorProto, helper
 
-    rows, depth, columns = 32, 64, 16
-    graph = helper.make_graph(
-        [helper.make_node("MatMulInteger", ["A", "B"], ["Y"])], "probe",
-        [helper.make_tensor_value_info("A", TensorProto.UINT8, [rows, depth]),
-         helper.make_tensor_value_info("B", TensorProto.INT8, [depth, columns])],
-        [helper.make_tensor_value_info("Y", TensorProto.INT32, [rows, columns])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
+    rows, depth, columns = PROBE_SHAPE
     options = onnxruntime.SessionOptions()
     options.log_severity_level = 3
-    session = onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    session = onnxruntime.InferenceSession(PROBE_MODEL, options, providers=["CPUExecutionProvider"])
     a, b = np.full((rows, depth), 255, dtype=np.uint8), np.full((depth, columns), 127, dtype=np.int8)
     return bool(np.array_equal(session.run(None, {"A": a, "B": b})[0], a.astype(np.int32) @ b.astype(np.int32)))
 

@@ -7,7 +7,7 @@ import onnx
 import onnxruntime
 from onnx import TensorProto, helper, numpy_helper
 
-from workers.dense_int8 import _store_weights_unsigned, signed_products_exact
+from workers.dense_int8 import PROBE_MODEL, PROBE_SHAPE, _store_weights_unsigned, signed_products_exact
 
 
 def signed_and_unsigned(tmp_path, weights: np.ndarray):
@@ -46,8 +46,9 @@ def test_unsigned_weights_give_the_signed_builds_results_exactly(tmp_path):
     inputs = np.zeros((32, 32), dtype=np.float32)
     inputs[np.arange(32), np.arange(32)] = np.linspace(0.5, 3.0, 32)
     assert np.array_equal(run(unsigned, inputs), run(signed, inputs))
-    stored = {t.name: numpy_helper.to_array(t).dtype for t in onnx.load(str(unsigned)).graph.initializer}
-    matmuls = [n for n in onnx.load(str(unsigned)).graph.node if n.op_type == "MatMulInteger"]
+    graph = onnx.load(str(unsigned)).graph
+    stored = {t.name: numpy_helper.to_array(t).dtype for t in graph.initializer}
+    matmuls = [n for n in graph.node if n.op_type == "MatMulInteger"]
     assert matmuls and all(stored[n.input[1]] == np.uint8 and stored[n.input[3]] == np.uint8 for n in matmuls)
 
 
@@ -60,3 +61,14 @@ def test_the_probe_predicts_whether_the_signed_build_saturates(tmp_path):
     assert np.array_equal(run(unsigned, inputs), run(signed, inputs)) == signed_products_exact()
     # Either way the unsigned build is the quantised product: float32's within quantisation error.
     assert np.allclose(run(unsigned, inputs), inputs @ weights.astype(np.float32), rtol=0.05, atol=0.5)
+
+
+def test_the_probe_is_one_uint8_by_int8_matrix_product_of_its_stated_shape():
+    model = onnx.load_from_string(PROBE_MODEL)
+    onnx.checker.check_model(model)
+    rows, depth, columns = PROBE_SHAPE
+    assert [n.op_type for n in model.graph.node] == ["MatMulInteger"]
+    shapes = {v.name: (v.type.tensor_type.elem_type, [d.dim_value for d in v.type.tensor_type.shape.dim])
+              for v in [*model.graph.input, *model.graph.output]}
+    assert shapes == {"A": (TensorProto.UINT8, [rows, depth]), "B": (TensorProto.INT8, [depth, columns]),
+                      "Y": (TensorProto.INT32, [rows, columns])}
