@@ -46,7 +46,7 @@ def main() -> None:
     from connectors.folder import FolderConnector
     from headwater.consolidation.config import ConsolidationSettings
     from headwater.consolidation.stage1 import find_candidates
-    from headwater.embedded import open_engine
+    from headwater.sync.embedded import open_engine
     from headwater.settings import Settings
 
     reuse = contextlib.nullcontext(args.reuse) if args.reuse else scratch_directory("hw-consolidate-bench-", args.keep)

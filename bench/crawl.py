@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def full_sync(site, tmp: Path, limit: int, concurrency: int) -> dict:  # noqa: ANN001
     """First sync, unchanged recrawl and one-page-changed recrawl through the embedded engine."""
-    from headwater.embedded import open_engine
+    from headwater.sync.embedded import open_engine
     from headwater.settings import load_settings
 
     settings = load_settings(chroma_path=tmp / "chroma", collection="bench")

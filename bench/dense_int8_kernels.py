@@ -2,7 +2,7 @@
 
 onnxruntime multiplies uint8 activations by int8 weights with 16-bit pair sums on CPUs without
 VNNI, which saturate; the build Headwater runs stores the weights as uint8 there
-(workers/dense_int8.py). For pieces of the standard library's `email` package this prints, for
+(headwater/pipeline/dense_int8.py). For pieces of the standard library's `email` package this prints, for
 the signed build (int8 weights) and the unsigned one (the same weights plus 128), the cosine of
 their vectors to the float32 model's and to each other's, and the CPU time per text, measured in
 interleaved rounds in one process. On a CPU whose signed products are exact both builds compute
@@ -33,9 +33,9 @@ def email_pieces(count: int, size: int = 900) -> list[str]:
 
 
 def main() -> None:
-    from workers.dense_int8 import int8_model, signed_products_exact
-    from workers.embed_dense import DenseEmbedder, dense_model_files
-    from workers.onnx_session import cpu_session
+    from headwater.pipeline.dense_int8 import int8_model, signed_products_exact
+    from headwater.pipeline.embed_dense import DenseEmbedder, dense_model_files
+    from headwater.pipeline.onnx_session import cpu_session
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--texts", type=int, default=150)

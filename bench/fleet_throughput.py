@@ -54,8 +54,8 @@ LAYOUTS = (
 def build_corpus(target: Path, min_chunks: int) -> tuple[int, int]:
     """Copy stdlib .py files until the chunker makes at least `min_chunks` of them; returns (files, chunks)."""
     from headwater.settings import Settings
-    from workers.chunk import chunk_document
-    from workers.parse import parse_document
+    from headwater.pipeline.chunk import chunk_document
+    from headwater.pipeline.parse import parse_document
 
     settings = Settings()
     stdlib = Path(sysconfig.get_paths()["stdlib"])
@@ -75,7 +75,7 @@ def build_corpus(target: Path, min_chunks: int) -> tuple[int, int]:
 
 def _embedded(folder: Path, workdir: Path, source_id: str) -> float:
     from connectors.folder import FolderConnector
-    from headwater.embedded import open_engine
+    from headwater.sync.embedded import open_engine
     from headwater.settings import Settings
 
     with open_engine(Settings(chroma_path=workdir / f"embedded-{source_id}", collection="bench")) as engine:
@@ -89,7 +89,7 @@ class Fleet:
     """Worker processes and a beat over one Redis and one Chroma server; runs timed from queueing to the end."""
 
     def __init__(self, env: dict, workdir: Path) -> None:
-        from headwater.cli_fleet import fleet_client
+        from workers.sending import fleet_client
         from headwater.fleet.context import local_target
         from headwater.settings import Settings
 

@@ -2,7 +2,7 @@
 
 Each side's scored candidates are fetched once per query; every setting is then a pure function of
 them, so a grid of settings costs no further searches and every setting sees the same candidates.
-Reciprocal rank fusion (`headwater.retrieval.rrf_fuse`, what `headwater.search` uses) reads only
+Reciprocal rank fusion (`headwater.retrieval.searcher.rrf_fuse`, what `headwater.search` uses) reads only
 ranks; the convex combinations read scores, normalised per query and side, since MiniLM's cosine
 similarities and SPLADE's dot products are on unrelated scales. The feedback settings rank the
 sparse side with a query of their own (feedback_query), fetched once per query and setting.
@@ -15,7 +15,7 @@ from statistics import fmean, pstdev
 
 import numpy as np
 
-from headwater.retrieval import rrf_fuse
+from headwater.retrieval.searcher import rrf_fuse
 
 Scored = list[tuple[str, float]]  # (chunk id, score), best first
 

@@ -87,11 +87,11 @@ def exact_top(vectors: np.ndarray, queries: np.ndarray, k: int) -> list[set[int]
 
 
 def build(path: Path, vectors: np.ndarray, m: int, construction_ef: int) -> tuple[object, float]:
-    from headwater.chroma_store import ChromaStore
+    from headwater.pipeline.stores import open_store
     from headwater.settings import HnswConfig, load_settings
 
     settings = load_settings(chroma_path=path, collection="hnsw-bench")
-    store = ChromaStore.from_settings(settings, hnsw=HnswConfig(m=m, construction_ef=construction_ef))
+    store = open_store(settings, hnsw=HnswConfig(m=m, construction_ef=construction_ef))
     started = perf_counter()
     for start in range(0, len(vectors), store.batch_limit):
         end = min(start + store.batch_limit, len(vectors))
@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from bench.scratch import scratch_directory
     from bench.sparse_index_scale import QUERIES
-    from workers.embed_dense import DenseEmbedder
+    from headwater.pipeline.embed_dense import DenseEmbedder
 
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at start")
     texts = stdlib_paragraphs(args.bases + HELD_OUT)

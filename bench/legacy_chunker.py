@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from headwater.models import Chunk
 from headwater.settings import Settings
-from workers.parse import Element, ParsedDocument
+from headwater.pipeline.parse import Element, ParsedDocument
 
 SIZE, OVERLAP, MIN_SIZE = 900, 100, 300
 BOUNDARY_EVERY = 4
@@ -20,7 +20,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
 
 
 def legacy_chunk_document(parsed: ParsedDocument, uri: str, settings: Settings) -> list[Chunk]:
-    """The old chunks of a document (same signature as workers.chunk.chunk_document)."""
+    """The old chunks of a document (same signature as headwater.pipeline.chunk.chunk_document)."""
     return chunk_elements(parsed.elements, SIZE, OVERLAP, MIN_SIZE)
 
 

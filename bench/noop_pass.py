@@ -73,14 +73,15 @@ def build(base: Path, documents: int, chunks: int) -> None:
     import numpy as np
 
     from connectors.folder import FolderConnector
-    from headwater.chroma_store import SPARSE, ChromaStore
-    from headwater.document_plan import DocumentFacts, chunk_metadata
-    from headwater.embedded import open_sparse_index, sparse_index_dir
+    from headwater.store.chroma_store import SPARSE
+    from headwater.pipeline.stores import open_store
+    from headwater.pipeline.document_plan import DocumentFacts, chunk_metadata
+    from headwater.sync.embedded import open_sparse_index, sparse_index_dir
     from headwater.ids import bytes_hash, chunk_ids
-    from headwater.model_identity import dense_identity, sparse_identity
+    from headwater.pipeline.model_identity import dense_identity, sparse_identity
     from headwater.models import Chunk
-    from headwater.sparse_codec import encode_sparse
-    from workers.chunk import chunker_fingerprint
+    from headwater.store.sparse_codec import encode_sparse
+    from headwater.pipeline.chunk import chunker_fingerprint
 
     folder = base / "source"
     for n in range(documents):
@@ -88,7 +89,7 @@ def build(base: Path, documents: int, chunks: int) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(document_text(n))
     settings = settings_for(base)
-    store = ChromaStore.from_settings(settings, dense_model=dense_identity(settings.dense_model_dir),
+    store = open_store(settings, dense_model=dense_identity(settings.dense_model_dir),
                                       sparse_model=sparse_identity(settings.sparse_model_dir))
     fingerprint = chunker_fingerprint(settings)
     rng = np.random.default_rng(SEED)
@@ -126,7 +127,7 @@ def _write(store, pending: list) -> None:  # noqa: ANN001
 
 def measure_embedded(base: Path, kind: str, changed: list[str]) -> dict:
     from connectors.folder import FolderConnector
-    from headwater.embedded import open_engine
+    from headwater.sync.embedded import open_engine
 
     started = time.perf_counter()
     with open_engine(settings_for(base)) as engine:
@@ -146,8 +147,8 @@ def measure_embedded(base: Path, kind: str, changed: list[str]) -> dict:
 
 def _embedding_time(engine, base: Path, uris: list[str]) -> float:  # noqa: ANN001
     """Parse, chunk and embed the changed documents again, warm: what their embedding costs alone."""
-    from workers.chunk import chunk_document
-    from workers.parse import parse_document
+    from headwater.pipeline.chunk import chunk_document
+    from headwater.pipeline.parse import parse_document
 
     begin = time.perf_counter()
     texts = [c.text for uri in uris

@@ -12,7 +12,7 @@ table scores the whole set, and a second table each part alone.
 
 Each corpus is synced twice into a temporary embedded Chroma: with the old character chunker
 (bench/legacy_chunker.py: 900/100/300 characters, no header) and with today's
-(workers/chunk.py). A query is found at rank r when the r-th distinct document among the hits
+(headwater/pipeline/chunk.py). A query is found at rank r when the r-th distinct document among the hits
 is one of its answers. Reported per mode: hit@3, hit@10 and MRR@10, and the MRR@10 change with a
 95 % paired-bootstrap interval over the queries (a change whose interval spans 0 is within what
 the choice of queries can move).
@@ -181,8 +181,8 @@ def synced_searcher(workdir: Path, corpus: Path, name: str, legacy: bool) -> tup
     """Sync `corpus` with one chunker into its own Chroma; returns (a warmed-up Searcher, chunks)."""
     from bench.legacy_chunker import legacy_chunk_document
     from connectors import build_connector
-    from headwater.embedded import open_engine
-    from headwater.retrieval import open_searcher
+    from headwater.sync.embedded import open_engine
+    from headwater.retrieval.searcher import open_searcher
     from headwater.settings import load_settings
 
     settings = load_settings(chroma_path=workdir / f"chroma-{name}", collection=name)
@@ -238,8 +238,8 @@ def dense_agreement(searcher: Any, queries: list[str]) -> int:
     alone or also the approximation of one HNSW graph, which differs from one sync to the next."""
     import numpy as np
 
-    from headwater.chroma_store import record_pages
-    from headwater.filtered_dense import exact_distances
+    from headwater.store.chroma_store import record_pages
+    from headwater.retrieval.filtered_dense import exact_distances
 
     ids: list[str] = []
     blocks = []
@@ -295,7 +295,7 @@ def fusion_grid(workdir: Path, corpus: Path, name: str, queries: dict[str, set[s
     fed back into the query (feedback_sides).
     """
     from bench import fusion_methods
-    from headwater.retrieval import hybrid_candidates
+    from headwater.retrieval.searcher import hybrid_candidates
 
     candidates = hybrid_candidates(DEPTH)  # what a hybrid search for the first window fuses per side
     searcher, _ = synced_searcher(workdir, corpus, name, legacy=False)
@@ -334,8 +334,8 @@ def fusion_grid(workdir: Path, corpus: Path, name: str, queries: dict[str, set[s
 def feedback_sides(searcher: Any, query: str, dense: list[tuple[str, float]], n: int) -> dict[str, list]:
     """Dev grid only: sparse candidates for the query with dense's best chunks fed back, per FEEDBACK_GRID setting."""
     from bench import fusion_methods
-    from headwater import chroma_store as keys
-    from headwater.sparse_codec import decode_sparse
+    from headwater.store import chroma_store as keys
+    from headwater.store.sparse_codec import decode_sparse
 
     question = searcher.sparse.encode([query])[0]
     deepest = [i for i, _ in dense[:max(chunks for chunks, _ in FEEDBACK_GRID)]]

@@ -61,7 +61,7 @@ def setup_bucket(endpoint: str, bucket: str) -> tuple[object, str]:
 
 def measure(s3, bucket: str, searcher, source_id: str, first: int, count: int, timeout: float = 120) -> tuple[list[float], list[float]]:
     """Seconds from put to found, and seconds per query, for objects first..first+count-1."""
-    from headwater.retrieval import Filters
+    from headwater.retrieval.searcher import Filters
 
     latencies, queries = [], []
     for i in range(first, first + count):
@@ -95,12 +95,12 @@ def summary(name: str, latencies: list[float], queries: list[float]) -> dict[str
 
 def embedded(endpoint: str, work: Path, objects: int, warmup: int) -> dict[str, float]:
     from connectors.s3 import S3Connector
-    from headwater.embedded import open_engine
-    from headwater.retrieval import Searcher
+    from headwater.sync.embedded import open_engine
+    from headwater.retrieval.searcher import Searcher
     from headwater.settings import Settings
-    from headwater.watching import run_acknowledged_watch
-    from workers.embed_dense import DenseEmbedder
-    from workers.embed_sparse import SpladeEncoder
+    from headwater.sync.watching import run_acknowledged_watch
+    from headwater.pipeline.embed_dense import DenseEmbedder
+    from headwater.pipeline.embed_sparse import SpladeEncoder
 
     s3, queue_url = setup_bucket(endpoint, "bench-embedded")
     settings = Settings(chroma_path=work / "chroma", collection="bench", config_file=work / "none.toml")
@@ -122,7 +122,7 @@ def embedded(endpoint: str, work: Path, objects: int, warmup: int) -> dict[str, 
 
 
 def fleet(endpoint: str, work: Path, objects: int, warmup: int, flush_delay: float | None) -> dict[str, float]:
-    from headwater.retrieval import open_searcher
+    from headwater.retrieval.searcher import open_searcher
     from headwater.settings import Settings
     from tests.services import chroma_server, redis_server
 

@@ -15,7 +15,7 @@ import time
 
 
 def main() -> int:
-    from headwater.retrieval import open_searcher
+    from headwater.retrieval.searcher import open_searcher
     from headwater.settings import load_settings
 
     started = time.perf_counter()

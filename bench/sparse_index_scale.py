@@ -1,7 +1,7 @@
 """How the derived sparse index and hybrid search scale: 200,000 chunks indexed, 100,000 searched.
 
 Headwater keeps its own inverted index over the SPLADE vectors stored in Chroma metadata
-(``headwater.sparse_index``), so its size, build time, load time and query latency are ours to
+(``headwater.retrieval.sparse_index``), so its size, build time, load time and query latency are ours to
 answer for. Embedding 200,000 real chunks would take about 11 hours on a small machine, so the
 vectors are synthesised from real ones instead:
 
@@ -154,7 +154,7 @@ class Synthesiser:
 
     def batch(self, start: int, count: int) -> tuple[list[int], list[str]]:
         """(pool row, encoded sparse vector) for chunks start..start+count."""
-        from headwater.sparse_codec import encode_sparse
+        from headwater.store.sparse_codec import encode_sparse
 
         # One generator per batch start: phases with the same batch size see the same chunks.
         rng = np.random.default_rng([SEED, start])
@@ -211,7 +211,7 @@ def fmt(samples: list[float]) -> str:
 
 def index_phase(synth: Synthesiser, queries: list[tuple[np.ndarray, np.ndarray]], chunks: int,
                 directory: Path) -> dict:
-    from headwater.sparse_index import SparseIndex
+    from headwater.retrieval.sparse_index import SparseIndex
 
     gc.collect()
     rss0, peak0 = rss_mb(), peak_rss_mb()
@@ -290,7 +290,7 @@ def chunk_uri(n: int) -> str:
 
 def load_collection(store, synth: Synthesiser, pool_texts: list[str], chunks: int) -> float:
     """Write chunks 0..chunks through ChromaStore.upsert as a sync would; returns the seconds it took."""
-    from headwater.chroma_store import location_metadata
+    from headwater.store.chroma_store import location_metadata
 
     load_s = 0.0
     for start in range(0, chunks, store.batch_limit):
@@ -311,7 +311,7 @@ def load_collection(store, synth: Synthesiser, pool_texts: list[str], chunks: in
 
 def dense_agreement(store, index, synth: Synthesiser, dense, query_texts: list[str], filters, n: int) -> dict:
     """Headwater's filtered dense candidates against Chroma's own filtered query and exact search."""
-    from headwater.filtered_dense import collection_search_ef, filtered_dense_search
+    from headwater.retrieval.filtered_dense import collection_search_ef, filtered_dense_search
 
     chunks = len(index)
     vectors = np.concatenate([synth.dense(start, min(store.batch_limit, chunks - start))
@@ -339,7 +339,7 @@ def dense_agreement(store, index, synth: Synthesiser, dense, query_texts: list[s
 
 def dense_plans(store, index, dense, query_texts: list[str], filtered) -> dict:
     """The filtered dense side alone (n=SEARCH_K), each plan forced in turn: where the scan stops paying."""
-    from headwater import filtered_dense as fd
+    from headwater.retrieval import filtered_dense as fd
 
     forced = {"scan": (10**9, 0, 0), "over-fetch": (0, 10**9, 0), "restricted": (0, 0, 0)}
     saved = (fd.SCAN_LIMIT, fd.MAX_OVERFETCH, fd.EXACT_LIMIT)
@@ -373,15 +373,15 @@ def dense_plans(store, index, dense, query_texts: list[str], filtered) -> dict:
 
 def hybrid_phase(synth: Synthesiser, pool_texts: list[str], query_texts: list[str], chunks: int,
                  tmp: Path, sparse) -> dict:
-    from headwater.chroma_store import ChromaStore
-    from headwater.embedded import open_sparse_index
-    from headwater.retrieval import Filters, Searcher
-    from headwater.sparse_index import SparseIndex
+    from headwater.pipeline.stores import open_store
+    from headwater.sync.embedded import open_sparse_index
+    from headwater.retrieval.searcher import Filters, Searcher
+    from headwater.retrieval.sparse_index import SparseIndex
     from headwater.settings import load_settings
-    from workers.embed_dense import DenseEmbedder
+    from headwater.pipeline.embed_dense import DenseEmbedder
 
     settings = load_settings(chroma_path=tmp / "chroma", collection="scale")
-    store = ChromaStore.from_settings(settings, dense_model="all-MiniLM-L6-v2", sparse_model="splade:splade-tiny")
+    store = open_store(settings, dense_model="all-MiniLM-L6-v2", sparse_model="splade:splade-tiny")
     batch = store.batch_limit
     load_s = load_collection(store, synth, pool_texts, chunks)
 
@@ -462,10 +462,11 @@ def server_phase(synth: Synthesiser, pool_texts: list[str], chunks: int, tmp: Pa
 
     import redis
 
-    from headwater.chroma_store import ChromaStore, location_metadata
+    from headwater.store.chroma_store import location_metadata
+    from headwater.pipeline.stores import open_store
     from headwater.settings import load_settings
-    from headwater.sparse_codec import encode_sparse
-    from headwater.write_log import WriteLog
+    from headwater.store.sparse_codec import encode_sparse
+    from headwater.retrieval.write_log import WriteLog
     from tests.services import chroma_server, redis_server
 
     tmp.mkdir(parents=True, exist_ok=True)
@@ -474,7 +475,7 @@ def server_phase(synth: Synthesiser, pool_texts: list[str], chunks: int, tmp: Pa
                "HEADWATER_COLLECTION": "scale", "HEADWATER_SPARSE_INDEX_DIR": str(tmp / "followers"),
                "HEADWATER_MODEL_THREADS": "1"}
         settings = load_settings(chroma_host=host, chroma_port=port, collection="scale")
-        store = ChromaStore.from_settings(settings, dense_model="all-MiniLM-L6-v2", sparse_model="splade:splade-tiny")
+        store = open_store(settings, dense_model="all-MiniLM-L6-v2", sparse_model="splade:splade-tiny")
         store.observers.append(WriteLog(redis.Redis.from_url(url), "scale"))
         load_s = load_collection(store, synth, pool_texts, chunks)
         written = [chunks]
@@ -531,7 +532,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from bench.scratch import scratch_directory
-    from workers.embed_sparse import SpladeEncoder
+    from headwater.pipeline.embed_sparse import SpladeEncoder
 
     random.seed(SEED)
     np.random.seed(SEED)

@@ -7,7 +7,7 @@ the figure is the thread's CPU time per text, which load disturbs far less than 
 
 * torch: the checkpoint through transformers, with the vocabulary projection per text in
   4,096-column tiles (the fastest torch path measured before; its code is kept here).
-* onnxruntime fp32: Headwater's encoder (workers.embed_sparse) on the exported graph.
+* onnxruntime fp32: Headwater's encoder (headwater.pipeline.embed_sparse) on the exported graph.
 * onnxruntime int8 projection: the same graph with the vocabulary projection quantised
   (dynamic int8, per text), to show what quantising would buy and what it would change.
 
@@ -25,7 +25,7 @@ from time import thread_time
 
 import numpy as np
 
-from workers.embed_sparse import SpladeEncoder, packaged_splade_dir
+from headwater.pipeline.embed_sparse import SpladeEncoder, packaged_splade_dir
 
 ROUNDS = 4
 TEXTS = 24
@@ -58,7 +58,7 @@ def torch_encoder(checkpoint: Path):
 
 
 def onnx_encoder(model_file: Path):
-    from workers.onnx_session import cpu_session
+    from headwater.pipeline.onnx_session import cpu_session
 
     session = cpu_session(model_file, threads=1)
     return lambda ids: session.run(None, {"input_ids": np.array([ids], dtype=np.int64)})[0][0]

@@ -28,7 +28,7 @@ DEFAULT_ROOT = Path("/usr/share/doc/python3.11/html")
 
 
 def trafilatura_lines(html: bytes, url: str) -> list[str]:
-    from workers.parse import parse_document
+    from headwater.pipeline.parse import parse_document
 
     return [e.text for e in parse_document(url, html, "text/html").elements]
 

@@ -9,7 +9,6 @@ Redirects are followed here, one hop at a time, each hop checked the same way.
 from __future__ import annotations
 
 import email.utils
-import random
 import threading
 import time
 from collections.abc import Callable
@@ -20,6 +19,7 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 import httpx
 
 from connectors.web_urls import RefusedAddress, host_of, safe_addresses
+from headwater.backoff import backoff_delay
 
 DEFAULT_USER_AGENT = "HeadwaterBot/0.1 (+https://github.com/headwater/headwater)"
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
@@ -156,8 +156,7 @@ class Fetcher:
             time.sleep(wait)
 
     def _backoff(self, attempt: int) -> float:
-        step = self.policy.backoff_seconds * 2 ** attempt
-        return step / 2 + random.uniform(0, step / 2)
+        return backoff_delay(attempt, self.policy.backoff_seconds)
 
     def _get_once(self, url: str, validators: Validators | None) -> Response:
         parts = urlsplit(url)

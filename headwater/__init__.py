@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from headwater.retrieval import SearchHit, Searcher
+    from headwater.retrieval.searcher import SearchHit, Searcher
     from headwater.settings import Settings
 
 
@@ -17,9 +17,9 @@ def search(text: str, k: int = 10, mode: str = "hybrid", *, source_id: str | Non
            searcher: Searcher | None = None) -> list[SearchHit]:
     """Search the synced collection; the same results as `headwater query` (hybrid by default).
 
-    The fusion parameters default to headwater.retrieval's RRF_K, DENSE_WEIGHT and SPARSE_WEIGHT.
+    The fusion parameters default to headwater.retrieval.searcher's RRF_K, DENSE_WEIGHT and SPARSE_WEIGHT.
     """
-    from headwater.retrieval import Filters
+    from headwater.retrieval.searcher import Filters
     from headwater.settings import load_settings
 
     searcher = searcher or _searcher_for(settings or load_settings())
@@ -34,7 +34,7 @@ def _searcher_for(settings: Settings) -> Searcher:
     # configuration for the life of the process; pass `searcher=` to manage it yourself.
     key = settings.model_dump_json(exclude={"chroma_token"})
     if key not in _SEARCHERS:
-        from headwater.retrieval import open_searcher
+        from headwater.retrieval.searcher import open_searcher
 
         _SEARCHERS[key] = open_searcher(settings)
     return _SEARCHERS[key]

@@ -47,5 +47,5 @@ class RunDataMissing(HeadwaterError, LookupError):
 # input raises them again, so a fleet step of one document (list and finish: of one run) that meets
 # one fails it at once rather than spending its retries (minutes of backoff) on it. AttributeError
 # is not among them: kombu raises it for a broker connection that went away
-# (headwater.fleet.broker_transport), which is transient.
+# (workers.broker_transport), which is transient.
 PROGRAMMING_ERRORS: tuple[type[Exception], ...] = (TypeError, NameError, AssertionError, NotImplementedError)

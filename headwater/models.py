@@ -62,7 +62,7 @@ class Chunk:
     line_start: int | None = None
     line_end: int | None = None
     symbol: str | None = None  # code: the symbol path(s) the chunk holds, e.g. "Session.request"
-    chunker: str | None = None  # fingerprint of the chunking rules that made it (workers.chunk)
+    chunker: str | None = None  # fingerprint of the chunking rules that made it (headwater.pipeline.chunk)
     title: str | None = None  # prose: the document's title (its first heading)
 
 

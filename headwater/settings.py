@@ -132,10 +132,10 @@ class Settings(BaseSettings):
     # Models. Empty paths mean the packaged offline defaults.
     dense_model_dir: Path | None = None
     sparse_model_dir: Path | None = None
-    # The int8 build of the dense model (workers/dense_int8.py); false runs the float32 one.
+    # The int8 build of the dense model (headwater/pipeline/dense_int8.py); false runs the float32 one.
     dense_int8: bool = True
     # Where generated model files live (SPLADE's ONNX export, the int8 dense build); empty: inside
-    # the environment, else the user's cache (workers.onnx_session.model_cache_dirs).
+    # the environment, else the user's cache (headwater.pipeline.onnx_session.model_cache_dirs).
     onnx_cache_dir: Path | None = None
     # 0: embedded mode runs each model on one thread, one lane per core; a fleet worker gives each
     # pool process cores / processes.

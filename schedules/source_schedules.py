@@ -94,7 +94,7 @@ def save_entry(app: Any, source: SourceConfig, spec: dict[str, Any], target: dic
     """Create or replace the source's entry in the Redis-kept beat schedule (beat sees it on its next tick)."""
     from redbeat import RedBeatSchedulerEntry
 
-    from workers import names
+    from headwater import queues as names
 
     every = source_schedule(source)
     delete_entry(app, source.id)

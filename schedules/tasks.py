@@ -6,25 +6,23 @@ import functools
 import logging
 from typing import Any
 
+from celery import shared_task
+
 from headwater.fleet.context import Fleet
 from headwater.fleet.runs import Target
 from headwater.settings import load_settings
 from schedules.source_schedules import SCHEDULED_SYNC, start_unless_busy
-from workers import names
-from workers.celery_app import app
+from workers.sending import sender
 
 log = logging.getLogger(__name__)
 
 
 @functools.cache
 def _fleet() -> Fleet:
-    def send(task: str, args: list[Any], countdown: float | None = None) -> None:
-        app.send_task(task, args=args, countdown=countdown, queue=names.ROUTES[task])
-
-    return Fleet(load_settings(), send)
+    return Fleet(load_settings(), sender())
 
 
-@app.task(name=SCHEDULED_SYNC, acks_late=True, ignore_result=True)
+@shared_task(name=SCHEDULED_SYNC, acks_late=True, ignore_result=True)
 def scheduled_sync(spec: dict[str, Any], target: dict[str, str]) -> str | None:
     run_id, busy = start_unless_busy(_fleet(), spec, Target(**target))
     if run_id is None:

@@ -1,13 +1,16 @@
-"""The Celery application: configuration from Settings, JSON only, delivery that survives dead workers."""
+"""The Celery application: configuration from Settings, JSON only, delivery that survives dead workers.
+
+Built when a process starts (a worker, beat, or a process that enqueues), never at import: the
+tasks are shared tasks that bind to whichever app the process made.
+"""
 
 from __future__ import annotations
 
 from celery import Celery
 
-from headwater.fleet.broker_transport import broker_transport
-from headwater.settings import Settings, load_settings
-from schedules.beat import beat_schedule
-from workers import names
+from headwater import queues as names
+from headwater.settings import Settings
+from workers.broker_transport import broker_transport
 
 
 def create_app(settings: Settings) -> Celery:
@@ -15,7 +18,7 @@ def create_app(settings: Settings) -> Celery:
     broker = settings.redis_url.get_secret_value()
     app = Celery("headwater", broker=broker, include=["workers.tasks", "workers.consolidate_tasks", "schedules.tasks"])
     app.conf.update(
-        # A worker must survive Redis going away (headwater.fleet.broker_transport).
+        # A worker must survive Redis going away (workers.broker_transport).
         broker_transport=broker_transport(broker),
         task_serializer="json", accept_content=["json"], result_serializer="json",
         task_ignore_result=True, result_backend=None,
@@ -35,7 +38,6 @@ def create_app(settings: Settings) -> Celery:
         },
         broker_connection_retry_on_startup=True,
         worker_hijack_root_logger=False,
-        beat_schedule=beat_schedule(settings),
         # The beat schedule lives in Redis (celery-redbeat): per-source entries written by the HTTP
         # app are picked up on beat's next tick, with no restart; one beat holds the lock at a time.
         beat_scheduler="schedules.redbeat_scheduler:HeadwaterScheduler",
@@ -47,5 +49,3 @@ def create_app(settings: Settings) -> Celery:
     )
     return app
 
-
-app = create_app(load_settings())

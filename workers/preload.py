@@ -14,8 +14,8 @@ import logging
 log = logging.getLogger(__name__)
 MODULES = ("onnxruntime", "tokenizers", "spacy", "unstructured.partition.auto",
            "unstructured.partition.md", "unstructured.partition.text", "unstructured.partition.html",
-           "tree_sitter", "headwater.fleet.steps", "workers.embed_dense", "workers.embed_sparse", "workers.code_chunks",
-           "workers.tokens")
+           "tree_sitter", "headwater.fleet.steps", "headwater.pipeline.embed_dense", "headwater.pipeline.embed_sparse", "headwater.pipeline.code_chunks",
+           "headwater.pipeline.tokens")
 
 
 def heavy_imports() -> None:

@@ -2,7 +2,7 @@
 
 Everything that makes the fleet correct lives in the steps and the state machine: leases,
 retries with backoff, poison pills, terminal states. A task only finds its process's Fleet and
-calls its step; whatever it sends next goes through `send`, routed by workers/names.py.
+calls its step; whatever it sends next goes through `send`, routed by headwater/queues.py.
 """
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from celery import signals
+from celery import shared_task, signals
 
 from headwater.fleet import steps
 from headwater.fleet.context import Fleet
 from headwater.settings import load_settings
-from workers import names
-from workers.celery_app import app
+from headwater import queues as names
+from workers.sending import sender
 
 
 _pool = {"processes": 1}  # this worker's pool size, seen in its main process before the pool forks
@@ -25,10 +25,7 @@ _pool = {"processes": 1}  # this worker's pool size, seen in its main process be
 @functools.cache
 def _fleet() -> Fleet:
     # One per worker process: models and clients are loaded once and reused by every task.
-    def send(task: str, args: list[Any], countdown: float | None = None) -> None:
-        app.send_task(task, args=args, countdown=countdown, queue=names.ROUTES[task])
-
-    return Fleet(load_settings(), send, pool_processes=_pool["processes"])
+    return Fleet(load_settings(), sender(), pool_processes=_pool["processes"])
 
 
 @signals.worker_init.connect
@@ -48,7 +45,7 @@ def _quiet_http_logs(**_: Any) -> None:
 
 
 def _task(name: str, step):  # noqa: ANN001, ANN202
-    @app.task(name=name, acks_late=True, ignore_result=True)
+    @shared_task(name=name, acks_late=True, ignore_result=True)
     def task(*args: Any) -> None:
         step(_fleet(), *args)
     return task

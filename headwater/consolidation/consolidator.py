@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from headwater.chroma_store import DOC_VERSION, SOURCE_ID, SPARSE, URI
+from headwater.store.chroma_store import DOC_VERSION, SOURCE_ID, SPARSE, URI
 from headwater.consolidation import knowledge as kn
 from headwater.consolidation import stage1
 from headwater.consolidation.decision import PROMPT_VERSION, Decision, Passage, messages
@@ -26,7 +26,7 @@ from headwater.consolidation.text import body
 log = logging.getLogger(__name__)
 
 DenseFn = Callable[[list[str]], list[list[float]]]
-SparseFn = Callable[[list[str]], list[str]]  # encoded sparse vectors (headwater.sparse_codec)
+SparseFn = Callable[[list[str]], list[str]]  # encoded sparse vectors (headwater.store.sparse_codec)
 
 
 @dataclass

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from headwater.chroma_store import PAGE, SPARSE
+from headwater.store.chroma_store import PAGE, SPARSE
 
 KNOWLEDGE_IDS = "knowledge_ids"  # on a source chunk: the knowledge records it is part of
 KIND = "headwater_kind"
@@ -48,7 +48,7 @@ def open_knowledge(client: Any, name: str, *, create: bool = True, models: dict[
     """The knowledge collection: the same dense index settings as a data collection, sparse vector unindexed."""
     from chromadb.api.types import Schema, StringInvertedIndexConfig
 
-    from headwater import hnsw
+    from headwater.store import hnsw
     from headwater.settings import HnswConfig
 
     if not create:

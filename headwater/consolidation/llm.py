@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from pydantic import SecretStr
 
 from headwater.consolidation.decision import Decision, MalformedAnswer, decision_schema, parse_decision
+from headwater.backoff import backoff_delay
 from headwater.errors import ConfigurationError
 
 log = logging.getLogger(__name__)
@@ -169,7 +170,7 @@ class Runner:
     """
 
     def __init__(self, backend: Backend, *, retries: int = 2, token_budget: int | None = None,
-                 backoff: Callable[[int], float] = lambda attempt: min(8.0, 0.5 * 2 ** attempt)) -> None:
+                 backoff: Callable[[int], float] = lambda attempt: backoff_delay(attempt, 0.5, 8.0)) -> None:
         self.backend = backend
         self.retries = retries
         self.token_budget = token_budget

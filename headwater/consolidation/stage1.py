@@ -20,13 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
-from headwater.chroma_store import CONTENT_HASH, DOC_VERSION, SOURCE_ID, URI
+from headwater.store.chroma_store import CONTENT_HASH, DOC_VERSION, SOURCE_ID, URI
 from headwater.consolidation import text as texts
 from headwater.consolidation.knowledge import KNOWLEDGE_IDS
-from workers.code_chunks import _GRAMMARS
+from headwater.pipeline.code_chunks import CODE_SUFFIXES
 
 PAGE = 500
-CODE_SUFFIXES = frozenset(_GRAMMARS)
 EXACT, MINHASH, DENSE = "exact", "minhash", "dense"
 
 
@@ -136,7 +135,7 @@ def similarity_from_distance(space: str, distance: float) -> float:
 
 
 def collection_space(collection: Any) -> str:
-    from headwater import hnsw
+    from headwater.store import hnsw
 
     found = hnsw.current(collection)
     return found.space if found else "l2"

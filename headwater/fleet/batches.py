@@ -21,7 +21,7 @@ from headwater.fleet import keys
 from headwater.fleet.context import Fleet
 from headwater.fleet.state import DENSE, SPARSE, WRITE, Moved
 from headwater.settings import Settings
-from workers import names
+from headwater import queues as names
 
 log = logging.getLogger(__name__)
 BATCH_TASK = {DENSE: names.EMBED_DENSE, SPARSE: names.EMBED_SPARSE, WRITE: names.FLUSH}

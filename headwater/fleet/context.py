@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import functools
+import logging
 import os
-import random
 import threading
 import time
 import uuid
@@ -12,30 +12,28 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from headwater.chroma_store import ChromaStore
+from headwater.store.chroma_store import ChromaStore
+from headwater.pipeline.stores import open_store
+from headwater.backoff import backoff_delay
 from headwater.errors import ConfigurationError, RunDataMissing
 from headwater.fleet.crash import CrashPoints
 from headwater.fleet.payloads import PayloadStore
 from headwater.fleet.runs import Run, RunStore, Target
 from headwater.fleet.stage_costs import StageCosts
 from headwater.fleet.state import StateMachine
+from headwater.redis_connection import redis_client
 from headwater.settings import Settings
-from headwater.write_log import WriteLog
+from headwater.retrieval.write_log import WriteLog
+
+log = logging.getLogger(__name__)
 
 # send(step, args, countdown=None): enqueue a step's task (workers/tasks.py routes it to its queue).
 Send = Callable[..., None]
 
 
-def redis_client(settings: Settings) -> Any:
-    """A Redis client for the configured URL."""
-    import redis
-
-    return redis.Redis.from_url(settings.redis_url.get_secret_value(), health_check_interval=30)
-
-
 def local_target(settings: Settings) -> Target:
     """The collection and model identities this process's settings name."""
-    from headwater.model_identity import dense_identity, sparse_identity
+    from headwater.pipeline.model_identity import dense_identity, sparse_identity
 
     return Target(settings.collection, dense_identity(settings.dense_model_dir, settings.dense_int8), sparse_identity(settings.sparse_model_dir))
 
@@ -84,11 +82,11 @@ class Fleet:
         with self._stores_lock:
             if target.collection not in self._stores:
                 settings = self.settings.model_copy(update={"collection": target.collection})
-                store = ChromaStore.from_settings(
+                store = open_store(
                     settings, fleet=True, dense_model=target.dense_model, sparse_model=target.sparse_model)
                 if not store.cloud:  # searchers follow the log to keep their sparse index current
                     store.observers.append(WriteLog(self.redis, target.collection))
-                from workers.consolidate import consolidation_trigger  # writes schedule consolidation passes
+                from headwater.consolidation.stage import consolidation_trigger  # writes schedule consolidation passes
 
                 store.observers.append(consolidation_trigger(self.redis, self.send, target.collection))
                 from headwater.observability import metrics
@@ -112,14 +110,14 @@ class Fleet:
 
     @functools.cached_property
     def dense(self) -> Any:
-        from workers.embed_dense import DenseEmbedder
+        from headwater.pipeline.embed_dense import DenseEmbedder
 
         s = self.settings
         return DenseEmbedder(s.dense_model_dir, self.model_threads, int8=s.dense_int8, cache_dir=s.onnx_cache_dir)
 
     @functools.cached_property
     def sparse(self) -> Any:
-        from workers.embed_sparse import SpladeEncoder
+        from headwater.pipeline.embed_sparse import SpladeEncoder
 
         s = self.settings
         return SpladeEncoder(s.sparse_model_dir, self.model_threads, s.onnx_cache_dir)
@@ -152,8 +150,11 @@ class Fleet:
             while not stop.wait(self.settings.lease_seconds / 4) and time.monotonic() < give_up_at:
                 try:
                     self.state.renew(token, members)
-                except Exception:  # noqa: BLE001  (Redis blinked: the next renewal tries again)
-                    continue
+                except Exception as exc:  # noqa: BLE001  (Redis blinked: the next renewal tries again)
+                    # Said, because renewals that keep failing let the lease expire and the sweeper
+                    # re-drive a step that is still running.
+                    log.warning("could not renew the lease of %s (%s: %s); trying again", ", ".join(members),
+                                type(exc).__name__, exc)
 
         thread = threading.Thread(target=renew, name="headwater-lease", daemon=True)
         thread.start()
@@ -165,8 +166,7 @@ class Fleet:
 
     def backoff(self, attempt: int) -> float:
         """Exponential backoff with equal jitter: half of each step is guaranteed, so retries span an outage."""
-        step = min(self.settings.retry_backoff_max_seconds, 2.0 ** attempt)
-        return step / 2 + random.uniform(0, step / 2)
+        return backoff_delay(attempt, 1.0, self.settings.retry_backoff_max_seconds)
 
     @staticmethod
     def new_token() -> str:

@@ -8,7 +8,7 @@ from typing import Any
 from headwater.fleet.context import Fleet
 from headwater.fleet.runs import Target
 from headwater.models import DocumentChange, Op
-from workers import names
+from headwater import queues as names
 
 
 def _create(fleet: Fleet, spec: dict[str, Any], target: Target, kind: str, **options: Any) -> str:

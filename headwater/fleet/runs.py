@@ -108,7 +108,7 @@ return 1
 
 
 class RunStore:
-    """Run records in Redis; the client is passed in (built by headwater.fleet.context.redis_client)."""
+    """Run records in Redis; the client is passed in (built by headwater.redis_connection.redis_client)."""
 
     def __init__(self, redis: Any, history: int = 100) -> None:
         self.redis = redis

@@ -23,10 +23,10 @@ from time import perf_counter, thread_time
 from typing import Any
 
 from connectors.base import Discoverer
-from headwater import chroma_store as ckeys
-from headwater import outcomes
-from headwater.deletion_guard import check_deletions, likely_deletions
-from headwater.document_plan import DocumentFacts, plan_document, unchanged_by_version
+from headwater.store import chroma_store as ckeys
+from headwater.pipeline import outcomes
+from headwater.pipeline.deletion_guard import check_deletions, likely_deletions
+from headwater.pipeline.document_plan import DocumentFacts, plan_document, unchanged_by_version
 from headwater.errors import (PROGRAMMING_ERRORS, ConfigurationError, DocumentUnchanged, DocumentVanished,
                               ListingError, PermanentDocumentError, RunDataMissing, SkippedDocument)
 from headwater.fleet import batches, keys
@@ -36,12 +36,13 @@ from headwater.fleet.payloads import pack_dense, unpack_dense
 from headwater.fleet.state import BATCHED_STEPS, DENSE, FETCH, FINISH, LIST, PARSE, SPARSE, WRITE, Commit, Moved
 from headwater.models import DocumentChange, Op
 from headwater.observability import metrics
-from headwater.sparse_codec import encode_sparse
-from workers import names
-from workers.chunk import chunk_document
-from workers.fetch import fetch_document
-from workers.parse import parse_document
-from workers.upsert import BatchWriter
+from headwater.store.sparse_codec import encode_sparse
+from headwater import queues as names
+from headwater.pipeline.chunk import chunk_document
+from headwater.pipeline.fetch import fetch_document
+from headwater.pipeline.parse import parse_document
+from headwater.pipeline.write import BatchWriter
+from headwater.redis_connection import release_quietly
 
 log = logging.getLogger(__name__)
 
@@ -563,9 +564,8 @@ def finish(fleet: Fleet, run_id: str) -> None:
 
 def sweep(fleet: Fleet) -> int:
     """Re-drive every lease whose deadline passed (its holder is gone, or its message was lost)."""
-    token = fleet.new_token()
-    hold_ms = int(max(fleet.settings.sweep_interval_seconds, 5) * 1000)
-    if not fleet.redis.set(keys.SWEEP_LOCK, token, nx=True, px=hold_ms):
+    lock = fleet.redis.lock(keys.SWEEP_LOCK, timeout=max(fleet.settings.sweep_interval_seconds, 5), blocking=False)
+    if not lock.acquire():
         return 0  # another sweep is running: sweeps never overlap
     redriven = 0
     batches_due: set[tuple[str, str]] = set()  # (step, collection): one batch task each per sweep
@@ -582,8 +582,7 @@ def sweep(fleet: Fleet) -> int:
         for step, collection in sorted(batches_due):
             fleet.send(BATCH_TASK[step], [collection])
     finally:
-        if (fleet.redis.get(keys.SWEEP_LOCK) or b"").decode() == token:
-            fleet.redis.delete(keys.SWEEP_LOCK)
+        release_quietly(lock, "the sweep")
     if redriven:
         log.info("sweeper re-drove %d steps whose leases expired", redriven)
     return redriven

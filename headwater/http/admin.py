@@ -182,7 +182,7 @@ def run_fragment(request: Request, run_id: str) -> Response:
 
 @router.get("/search", response_class=HTMLResponse)
 def search_page(request: Request, q: str = "", mode: str = "hybrid", source_id: str = "", k: int = 10) -> Response:
-    from headwater.retrieval import Filters
+    from headwater.retrieval.searcher import Filters
 
     session = _session(request)
     hits, error = [], ""

@@ -67,7 +67,7 @@ def create_source(request: Request, body: SourceIn) -> dict[str, Any]:
         raise HTTPException(422, str(exc)) from None
     if svc.catalog.get(body.id) is not None:
         raise HTTPException(409, f"source {body.id} already exists")
-    from headwater.source_store import SourceExists
+    from headwater.store.source_store import SourceExists
 
     config = config_from(body, body.id)
     try:
@@ -208,7 +208,7 @@ def search(request: Request, q: str = Query(min_length=1, max_length=2000), k: i
            mode: Literal["hybrid", "dense", "sparse"] = "hybrid", source_id: str | None = Query(None, max_length=300),
            uri_prefix: str | None = Query(None, max_length=1000),
            where: str | None = Query(None, max_length=4000, description="A Chroma where filter, as JSON.")) -> list[dict[str, Any]]:
-    from headwater.retrieval import Filters
+    from headwater.retrieval.searcher import Filters
 
     svc = services(request)
     parsed = None

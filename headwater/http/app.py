@@ -44,7 +44,7 @@ def open_services(settings: Settings) -> Services:
     from headwater.http.auth import Auth
     from headwater.http.sources import SourceCatalog
     from headwater.http.stats import Stats
-    from headwater.source_store import SourceStore
+    from headwater.store.source_store import SourceStore
 
     auth = Auth(settings)
     store = SourceStore.from_settings(settings)

@@ -20,7 +20,7 @@ from headwater.http.runs_view import with_progress
 from headwater.http.sources import SourceCatalog, build_source_connector
 from headwater.models import DocumentChange, Op
 from headwater.settings import Settings
-from headwater.source_store import RunRow, SourceStore
+from headwater.store.source_store import RunRow, SourceStore
 
 log = logging.getLogger("headwater.serve")
 
@@ -70,10 +70,10 @@ class EmbeddedBackend:
     mode = "embedded"
 
     def __init__(self, settings: Settings, store: SourceStore, catalog: SourceCatalog) -> None:
-        from headwater.embedded import open_engine
-        from headwater.retrieval import Searcher
-        from workers.embed_dense import DenseEmbedder
-        from workers.embed_sparse import SpladeEncoder
+        from headwater.sync.embedded import open_engine
+        from headwater.retrieval.searcher import Searcher
+        from headwater.pipeline.embed_dense import DenseEmbedder
+        from headwater.pipeline.embed_sparse import SpladeEncoder
 
         self.settings, self.store, self.catalog = settings, store, catalog
         self.current: _Live | None = None
@@ -82,7 +82,7 @@ class EmbeddedBackend:
         self._pending: dict[str, _Live] = {}  # run id -> queued or running
         self._queue: queue.Queue[_Live | None] = queue.Queue()
         self._stack = contextlib.ExitStack()
-        from headwater.source_cursors import CursorStore
+        from headwater.store.source_cursors import CursorStore
 
         self.cursors = CursorStore(store)  # git sources' synced commits and the webhook deliveries taken
         # Raises ChromaPathBusy, naming the other writer, before anything else starts.
@@ -158,7 +158,7 @@ class EmbeddedBackend:
 
     def submit_push(self, source: Any, push: Any) -> str:
         """Queue a git push as a run of its own: pushes of a source are applied one after another, in order."""
-        from headwater.git_pushes import sync_push_embedded
+        from headwater.sync.git_pushes import sync_push_embedded
 
         def job(engine: Any, connector: Any) -> Any:
             try:
@@ -265,7 +265,7 @@ class EmbeddedBackend:
             elif live.job is not None:
                 report = live.job(self.engine, connector)
                 if report is None:  # nothing to do (already synced, or the branch was deleted)
-                    from headwater.report import SyncReport
+                    from headwater.pipeline.report import SyncReport
 
                     report = SyncReport(source_id=live.source_id).finish()
             elif live.uris is None:

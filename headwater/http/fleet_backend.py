@@ -10,7 +10,7 @@ from typing import Any
 from headwater.http.runs_view import with_progress
 from headwater.http.sources import SourceCatalog, build_source_connector
 from headwater.settings import Settings
-from headwater.source_store import SourceStore
+from headwater.store.source_store import SourceStore
 
 log = logging.getLogger("headwater.serve")
 
@@ -19,7 +19,7 @@ class FleetBackend:
     mode = "fleet"
 
     def __init__(self, settings: Settings, store: SourceStore, catalog: SourceCatalog) -> None:
-        from headwater.cli_fleet import fleet_client
+        from workers.sending import fleet_client
         from workers.celery_app import create_app
 
         self.settings, self.store, self.catalog = settings, store, catalog
@@ -31,7 +31,7 @@ class FleetBackend:
         self._workers_at = 0.0
         from concurrent.futures import ThreadPoolExecutor
 
-        from headwater.source_cursors import CursorStore
+        from headwater.store.source_cursors import CursorStore
 
         self.cursors = CursorStore(store)  # git sources' queued commits and the webhook deliveries taken
         # Git pushes are fetched, diffed and queued one at a time, in the order they arrived.
@@ -87,7 +87,7 @@ class FleetBackend:
         self._pushes.submit(self._queue_push, source, push)
 
     def _queue_push(self, source: Any, push: Any) -> None:
-        from headwater.git_pushes import sync_push_fleet
+        from headwater.sync.git_pushes import sync_push_fleet
 
         try:
             sync_push_fleet(self.fleet, self._target(source), build_source_connector(self.settings, source.config),
@@ -152,19 +152,19 @@ class FleetBackend:
     # Reads -----------------------------------------------------------------------------------
 
     def store_for(self, collection: str | None) -> Any:
-        from headwater.chroma_store import ChromaStore
+        from headwater.pipeline.stores import open_store
 
         settings = self.settings.model_copy(update={"collection": collection or self.settings.collection})
-        return ChromaStore.from_settings(settings, fleet=True, create=False)
+        return open_store(settings, fleet=True, create=False)
 
     def search(self, text: str, k: int, mode: str, filters: Any) -> list[Any]:
         """Hybrid search like `headwater query`.
 
-        The searcher's sparse index follows the server's write log (headwater.write_log); only
+        The searcher's sparse index follows the server's write log (headwater.retrieval.write_log); only
         without Redis for that is the in-memory index rebuilt when the collection changed.
         """
-        from headwater.retrieval import open_searcher
-        from headwater.sparse_index import SparseIndex
+        from headwater.retrieval.searcher import open_searcher
+        from headwater.retrieval.sparse_index import SparseIndex
 
         with self._search_lock:
             key = self.settings.collection
@@ -183,7 +183,7 @@ class FleetBackend:
 
     def queues(self) -> dict[str, Any]:
         """Depth of every stage's queue (LLEN in the broker) and the workers consuming it."""
-        from workers import names
+        from headwater import queues as names
 
         pipe = self.fleet.redis.pipeline()
         for queue in names.ALL_QUEUES:

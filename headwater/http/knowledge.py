@@ -28,9 +28,11 @@ def knowledge_view(svc: Any, collection: str | None, decision: str | None, limit
     name = collection or svc.settings.collection
     knowledge_name = ConsolidationSettings().knowledge_name(name)
     client = svc.backend.store_for(name).client
+    from chromadb.errors import NotFoundError
+
     try:
         found = client.get_collection(knowledge_name, embedding_function=None)
-    except Exception:  # noqa: BLE001  (not consolidated yet)
+    except (NotFoundError, ValueError):  # not consolidated yet (ValueError: how older clients say it)
         return {"collection": name, "knowledge_collection": knowledge_name, "records": [], "last_pass": None}
     got = found.get(where={"decision": decision} if decision else None, include=["documents", "metadatas"])
     records = [{"id": i, "text": t, **{k: m.get(k) for k in _SHOWN}}
@@ -39,7 +41,7 @@ def knowledge_view(svc: Any, collection: str | None, decision: str | None, limit
     last = None
     redis = getattr(getattr(svc.backend, "fleet", None), "redis", None)  # fleet mode keeps pass reports in Redis
     if redis is not None:
-        from workers.consolidate import last_report_key
+        from headwater.consolidation.stage import last_report_key
 
         raw = redis.get(last_report_key(name))
         if raw:

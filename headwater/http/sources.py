@@ -10,7 +10,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from headwater.settings import Settings, SourceConfig
-from headwater.source_store import SourceStore
+from headwater.store.source_store import SourceStore
 
 SOURCE_ID = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]{0,127}$")

@@ -126,7 +126,7 @@ def _deliver(svc: Any, headers: Any, body: bytes) -> JSONResponse:
     if not cursors.first_delivery(delivery, svc.settings.webhook_delivery_ttl_seconds):
         return _reply(200, f"delivery {delivery[:100]} was already taken; nothing to do", status="duplicate")
 
-    from headwater.git_pushes import Push
+    from headwater.sync.git_pushes import Push
 
     queued = []
     try:

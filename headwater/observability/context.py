@@ -1,6 +1,6 @@
 """The ids a log line or an error report is about (run, source, document), for the code running now.
 
-Set around each fleet task (headwater.observability.celery_hooks) and read by the JSON log
+Set around each fleet task (workers.celery_hooks) and read by the JSON log
 formatter and by Sentry's before_send; context variables keep threads and tasks apart.
 """
 

@@ -49,7 +49,7 @@ _SPEC_KINDS: dict[str, str] = {}  # run id -> source kind (a run's source never 
 
 def stage_of_task(task_name: str) -> str:
     """headwater.fetch_document -> fetch; the label Grafana panels group by."""
-    from workers import names
+    from headwater import queues as names
 
     return {names.LIST_SOURCE: "list", names.FETCH: "fetch", names.PARSE: "parse", names.EMBED_DENSE: "dense",
             names.EMBED_SPARSE: "sparse", names.FLUSH: "write", names.FINISH: "finish",

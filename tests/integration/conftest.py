@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 
 from connectors.folder import FolderConnector
-from headwater.chroma_store import ChromaStore
-from headwater.embedded import open_sparse_index
+from headwater.pipeline.stores import open_store
+from headwater.sync.embedded import open_sparse_index
 from headwater.settings import Settings
-from headwater.sync_engine import SyncEngine
+from headwater.sync.sync_engine import SyncEngine
 from tests.documents import write_binary_formats
-from workers.embed_dense import DenseEmbedder
-from workers.embed_sparse import SpladeEncoder
+from headwater.pipeline.embed_dense import DenseEmbedder
+from headwater.pipeline.embed_sparse import SpladeEncoder
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "docs"
 
@@ -44,7 +44,7 @@ class Harness:
     def __init__(self, root: Path, chroma: Path, dense: DenseEmbedder, sparse: SpladeEncoder, **overrides) -> None:
         self.settings = Settings(chroma_path=chroma, collection="test", **overrides)
         self.writes: list[tuple[str, int]] = []
-        self.store = ChromaStore.from_settings(self.settings, dense_model=dense.name, sparse_model=sparse.name,
+        self.store = open_store(self.settings, dense_model=dense.name, sparse_model=sparse.name,
                                  observers=[lambda op, ids, *_: self.writes.append((op, len(ids)))])
         self.index_dir = chroma / "headwater-sparse" / "test"
         self.index = open_sparse_index(self.store, self.index_dir, save=True)
@@ -58,7 +58,7 @@ class Harness:
         return self.engine.sync(self.connector)
 
     def searcher(self):
-        from headwater.retrieval import Searcher
+        from headwater.retrieval.searcher import Searcher
 
         return Searcher(self.store, self.dense, self.sparse, self.index, self.index_dir)
 

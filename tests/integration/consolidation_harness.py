@@ -7,13 +7,13 @@ from pathlib import Path
 from typing import Any
 
 from connectors.folder import FolderConnector
-from headwater.chroma_store import ChromaStore
+from headwater.pipeline.stores import open_store
 from headwater.consolidation.config import ConsolidationSettings
 from headwater.consolidation.consolidator import Consolidator
 from headwater.consolidation.knowledge import open_knowledge
 from headwater.settings import Settings
-from headwater.sparse_codec import encode_sparse
-from headwater.sync_engine import SyncEngine
+from headwater.store.sparse_codec import encode_sparse
+from headwater.sync.sync_engine import SyncEngine
 from tests.consolidation_corpus import write_corpus
 
 
@@ -22,7 +22,7 @@ class CorpusHarness:
         self.root = write_corpus(root)
         self.settings = Settings(chroma_path=chroma, collection="corpus")
         self.dense, self.sparse = dense, sparse
-        self.store = ChromaStore.from_settings(self.settings, dense_model=dense.name, sparse_model=sparse.name)
+        self.store = open_store(self.settings, dense_model=dense.name, sparse_model=sparse.name)
         self.engine = SyncEngine(self.store, dense, sparse, self.settings)
         self.connector = FolderConnector("docs", self.root, debounce_seconds=0.3)
         self.config = ConsolidationSettings()

@@ -91,7 +91,7 @@ class FleetProcesses:
 
     def client(self, collection: str):
         """An enqueuing Fleet (as the CLI or the HTTP app has) for one collection."""
-        from headwater.cli_fleet import fleet_client
+        from workers.sending import fleet_client
 
         return fleet_client(self.settings(collection))
 
@@ -100,10 +100,10 @@ class FleetProcesses:
             **self.env, "HEADWATER_COLLECTION": collection}, capture_output=True, text=True, timeout=300)
 
     def records(self, collection: str) -> dict:
-        from headwater.chroma_store import ChromaStore
+        from headwater.pipeline.stores import open_store
 
         try:
-            store = ChromaStore.from_settings(self.settings(collection), create=False)
+            store = open_store(self.settings(collection), create=False)
         except Exception:  # noqa: BLE001  (no collection yet: nothing written)
             return {}
         got = store.collection.get(include=["documents", "metadatas"])
@@ -111,9 +111,9 @@ class FleetProcesses:
 
     def manifest(self, collection: str, source_id: str) -> dict:
         """uri -> (version, hash, chunk ids, complete) of the collection's manifest entries."""
-        from headwater.chroma_store import ChromaStore
+        from headwater.pipeline.stores import open_store
 
-        store = ChromaStore.from_settings(self.settings(collection), create=False)
+        store = open_store(self.settings(collection), create=False)
         return {e.uri: (e.doc_version, e.doc_hash, e.ids, e.complete) for e in store.manifest.entries(source_id)}
 
     def embedded_texts(self) -> dict[str, int]:

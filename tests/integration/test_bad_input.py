@@ -69,7 +69,7 @@ def test_a_file_deleted_between_scan_and_read(harness, sample):
 UNREADABLE_PROBE = """
 import json, sys
 from headwater.settings import Settings
-from headwater.embedded import open_engine
+from headwater.sync.embedded import open_engine
 from connectors.folder import FolderConnector
 with open_engine(Settings(chroma_path=sys.argv[2], collection="perm")) as engine:
     report = engine.sync(FolderConnector("perm", sys.argv[1]))

@@ -6,7 +6,7 @@ import pytest
 import redis
 from kombu.common import ignore_errors
 
-from headwater.fleet.broker_transport import Transport, broker_transport
+from workers.broker_transport import Transport, broker_transport
 from headwater.settings import Settings
 from tests.services import redis_server
 from workers.celery_app import create_app
@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 
 def test_redis_brokers_use_the_guarded_transport_and_others_keep_kombus():
-    assert broker_transport("redis://127.0.0.1:6379/0") == "headwater.fleet.broker_transport:Transport"
+    assert broker_transport("redis://127.0.0.1:6379/0") == "workers.broker_transport:Transport"
     assert broker_transport("rediss://cache.example:6380/0") is None  # TLS: kombu's choice by scheme
     assert broker_transport("sentinel://host:26379") is None
 

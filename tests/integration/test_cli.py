@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from headwater.path_lock import ChromaPathLock
+from headwater.store.path_lock import ChromaPathLock
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 HEADWATER = [sys.executable, "-m", "headwater.cli"]
@@ -91,8 +91,8 @@ def test_library_warnings_stay_out_of_a_sync_unless_verbose(tmp_path):
 def test_work_that_needs_no_model_loads_none(tmp_path):
     """An unchanged re-sync loads no model; a dense query loads no SPLADE (each costs seconds at start)."""
     from connectors.folder import FolderConnector
-    from headwater.embedded import open_engine
-    from headwater.retrieval import open_searcher
+    from headwater.sync.embedded import open_engine
+    from headwater.retrieval.searcher import open_searcher
     from headwater.settings import Settings
 
     folder = tmp_path / "docs"

@@ -164,7 +164,7 @@ def test_cli_dry_run_table_then_pass_then_knowledge_query(tmp_path):
 
 def test_embedded_pass_after_a_sync_that_changed_something(corpus):
     from headwater.consolidation.config import ConsolidationSettings
-    from workers.consolidate import consolidate_after_sync
+    from headwater.consolidation.stage import consolidate_after_sync
 
     config = ConsolidationSettings(llm_url="http://127.0.0.1:9/v1", llm_retries=0)
     assert consolidate_after_sync(corpus.engine, False, config) is None  # an unchanged pass costs nothing

@@ -16,8 +16,8 @@ from headwater.consolidation import knowledge as kn
 from tests.consolidation_corpus import EXACT, NEAR, write_corpus
 from tests.integration.fleet_harness import TEST_TIMING, FleetProcesses
 from tests.services import chroma_server, redis_server
-from workers import names
-from workers.consolidate import last_report_key
+from headwater import queues as names
+from headwater.consolidation.stage import last_report_key
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 COLLECTION = "consolidated"

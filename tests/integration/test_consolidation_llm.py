@@ -180,7 +180,7 @@ def test_openai_compatible_endpoint_on_loopback(corpus, gguf, tmp_path):
 
 
 def test_doctor_fails_with_what_to_do_when_llama_cpp_crashes_on_its_first_token(monkeypatch):
-    import headwater.cli as cli
+    import headwater.cli.app as cli
     from headwater.errors import ConfigurationError
 
     require_llama_cpp()

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from headwater.model_identity import dense_identity
-from workers.dense_int8 import RECIPE, int8_model
-from workers.embed_dense import DenseEmbedder, install_packaged_model
+from headwater.pipeline.model_identity import dense_identity
+from headwater.pipeline.dense_int8 import RECIPE, int8_model
+from headwater.pipeline.embed_dense import DenseEmbedder, install_packaged_model
 
 TEXTS = ["short", "a much longer sentence about keeping folders in sync with a vector database " * 3,
          "def to_thread(func, /, *args, **kwargs):\n    loop = events.get_running_loop()"]

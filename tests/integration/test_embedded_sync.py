@@ -7,10 +7,10 @@ import shutil
 import numpy as np
 import pytest
 
-from headwater.sparse_codec import decode_sparse
+from headwater.store.sparse_codec import decode_sparse
 from connectors.folder import FolderConnector
-from workers.chunk import chunk_document
-from workers.parse import parse_document
+from headwater.pipeline.chunk import chunk_document
+from headwater.pipeline.parse import parse_document
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -160,7 +160,7 @@ def test_sparse_encoder_matches_the_textbook_formulation(sparse):
     import torch
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-    from workers.embed_sparse import packaged_splade_dir
+    from headwater.pipeline.embed_sparse import packaged_splade_dir
 
     texts = ["Headwater keeps Chroma in sync.", "Deletes propagate to the collection " * 10]
     fast = sparse.encode(texts)
@@ -178,7 +178,7 @@ def test_sparse_encoder_matches_the_textbook_formulation(sparse):
 
 def test_sparse_vectors_do_not_depend_on_the_batch(sparse):
     """Stored (float16) encodings are the same whether a text is encoded alone or among others."""
-    from headwater.sparse_codec import encode_sparse
+    from headwater.store.sparse_codec import encode_sparse
 
     texts = [f"Worker {n} retries the upsert of batch {n * 7} when Chroma answers {500 + n}." for n in range(24)]
     texts += [f"Section {n}: " + "the sync engine reads, parses, chunks and embeds every document. " * 12

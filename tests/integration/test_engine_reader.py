@@ -1,6 +1,6 @@
 """Reading an embedded collection through Chroma's engine gives what Chroma's Python client gives.
 
-This is the contract the CLI's query relies on (headwater.engine_reader): a Chroma release whose
+This is the contract the CLI's query relies on (headwater.store.engine_reader): a Chroma release whose
 engine answers differently fails here, not in a user's search results.
 """
 
@@ -11,9 +11,9 @@ import shutil
 import numpy as np
 import pytest
 
-from headwater.engine_reader import open_engine_reader
+from headwater.store.engine_reader import open_engine_reader
 from headwater.errors import ConfigurationError
-from headwater.retrieval import Filters, open_searcher
+from headwater.retrieval.searcher import Filters, open_searcher
 from headwater.settings import Settings
 from tests.integration.conftest import EXAMPLES
 
@@ -26,7 +26,7 @@ def synced(tmp_path_factory):
     import chromadb
 
     from connectors.folder import FolderConnector
-    from headwater.embedded import open_engine
+    from headwater.sync.embedded import open_engine
 
     root = tmp_path_factory.mktemp("engine-reader")
     shutil.copytree(EXAMPLES, root / "docs")

@@ -5,14 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from headwater import chroma_store as keys
-from headwater import filtered_dense
-from headwater.chroma_store import ChromaStore, location_metadata
-from headwater.filtered_dense import exact_distances, filtered_dense_search
-from headwater.retrieval import Filters
+from headwater.store import chroma_store as keys
+from headwater.retrieval import filtered_dense
+from headwater.store.chroma_store import ChromaStore, location_metadata
+from headwater.pipeline.stores import open_store
+from headwater.retrieval.filtered_dense import exact_distances, filtered_dense_search
+from headwater.retrieval.searcher import Filters
 from headwater.settings import HnswConfig, Settings
-from headwater.sparse_codec import encode_sparse
-from headwater.sparse_index import SparseIndex
+from headwater.store.sparse_codec import encode_sparse
+from headwater.retrieval.sparse_index import SparseIndex
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -47,7 +48,7 @@ def world(tmp_path_factory):
     # A search ef far above the collection's need makes HNSW exact here, so both sides can be held to
     # the exact answer rather than to one approximation each.
     settings = Settings(chroma_path=tmp_path_factory.mktemp("filtered") / "chroma", collection="filtered")
-    store = ChromaStore.from_settings(settings, hnsw=HnswConfig(search_ef=2_000))
+    store = open_store(settings, hnsw=HnswConfig(search_ef=2_000))
     _write(store, range(RECORDS), vectors)
     index = SparseIndex.rebuild(store.collection)
     return store, index, vectors, queries
@@ -109,7 +110,7 @@ def test_records_the_index_has_not_seen_are_checked_against_the_collection(world
 def test_exact_distances_are_chromas(tmp_path, space):
     rng = np.random.default_rng(12)
     vectors = rng.standard_normal((50, 8)).astype(np.float32)
-    store = ChromaStore.from_settings(Settings(chroma_path=tmp_path / "chroma", collection=f"space-{space}"),
+    store = open_store(Settings(chroma_path=tmp_path / "chroma", collection=f"space-{space}"),
                                       hnsw=HnswConfig(space=space, search_ef=500))
     store.collection.add(ids=[f"v{n}" for n in range(50)], embeddings=vectors.tolist())
     query = rng.standard_normal(8).astype(np.float32)
@@ -120,7 +121,7 @@ def test_exact_distances_are_chromas(tmp_path, space):
 
 def test_an_unfiltered_dense_query_never_opens_the_sparse_index(world):
     from headwater.lazy import Lazy
-    from headwater.retrieval import Searcher
+    from headwater.retrieval.searcher import Searcher
 
     store, index, vectors, queries = world
 
@@ -143,7 +144,7 @@ def test_equally_near_records_rank_by_id_in_every_process(tmp_path):
     import sys
 
     settings = Settings(chroma_path=tmp_path / "chroma", collection="ties")
-    store = ChromaStore.from_settings(settings)
+    store = open_store(settings)
     rng = np.random.default_rng(5)
     shared = rng.standard_normal(DIMENSIONS).astype(np.float32)
     vectors = np.vstack([np.tile(shared, (12, 1)), rng.standard_normal((40, DIMENSIONS)).astype(np.float32)])
@@ -152,9 +153,9 @@ def test_equally_near_records_rank_by_id_in_every_process(tmp_path):
     hits = filtered_dense_search(store.collection, shared.tolist(), 5, None)
     assert [record_id for record_id, _ in hits] == ["t00", "t01", "t02", "t03", "t04"]
     other_process = subprocess.run(
-        [sys.executable, "-c", "import sys, json, numpy as np; from headwater.chroma_store import ChromaStore; "
-         "from headwater.filtered_dense import filtered_dense_search; from headwater.settings import Settings; "
-         f"s = ChromaStore.from_settings(Settings(chroma_path={str(tmp_path / 'chroma')!r}, collection='ties'), "
+        [sys.executable, "-c", "import sys, json, numpy as np; from headwater.store.chroma_store import ChromaStore; "
+         "from headwater.retrieval.filtered_dense import filtered_dense_search; from headwater.settings import Settings; "
+         f"s = open_store(Settings(chroma_path={str(tmp_path / 'chroma')!r}, collection='ties'), "
          "create=False); print(json.dumps([i for i, _ in filtered_dense_search(s.collection, "
          f"{shared.tolist()!r}, 5, None)]))"], capture_output=True, text=True, timeout=120)
     assert other_process.returncode == 0, other_process.stderr
@@ -167,7 +168,7 @@ def test_the_scan_ranks_by_the_collections_space(tmp_path, space, monkeypatch):
     rng = np.random.default_rng(14)
     vectors = (rng.standard_normal((600, 8)) * rng.uniform(0.2, 3.0, (600, 1))).astype(np.float32)  # unnormalised
     settings = Settings(chroma_path=tmp_path / "chroma", collection=f"scan-{space}")
-    store = ChromaStore.from_settings(settings, hnsw=HnswConfig(space=space, search_ef=2_000))
+    store = open_store(settings, hnsw=HnswConfig(space=space, search_ef=2_000))
     _write(store, range(600), vectors)
     index = SparseIndex.rebuild(store.collection)
     filters = Filters(source_id="mid")

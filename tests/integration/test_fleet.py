@@ -19,14 +19,14 @@ from pathlib import Path
 import pytest
 
 from connectors.folder import FolderConnector
-from headwater.chroma_store import ChromaStore
+from headwater.pipeline.stores import open_store
 from headwater.fleet import crash, keys
 from headwater.fleet.context import local_target
 from headwater.fleet.enqueue import enqueue_changes, enqueue_sync, retry_run
 from headwater.fleet.state import DENSE, SPARSE
 from headwater.models import DocumentChange, Op
 from headwater.settings import Settings
-from headwater.sync_engine import SyncEngine
+from headwater.sync.sync_engine import SyncEngine
 from tests.documents import write_binary_formats
 from tests.integration.fleet_harness import FleetProcesses
 from tests.services import chroma_server, free_port, redis_server, wait_until
@@ -62,10 +62,10 @@ class Reference:
     """An embedded sync of the same folder: what the fleet's collection must equal."""
 
     def __init__(self, path: Path, dense, sparse) -> None:  # noqa: ANN001
-        from headwater.model_identity import dense_identity, sparse_identity
+        from headwater.pipeline.model_identity import dense_identity, sparse_identity
 
         settings = Settings(chroma_path=path, collection="reference")
-        self.store = ChromaStore.from_settings(settings, dense_model=dense_identity(), sparse_model=sparse_identity())
+        self.store = open_store(settings, dense_model=dense_identity(), sparse_model=sparse_identity())
         self.engine = SyncEngine(self.store, dense, sparse, settings)
 
     def sync(self, folder: Path, source_id: str):
@@ -354,7 +354,7 @@ def test_a_full_run_admits_its_largest_documents_first(services, collection, tmp
     """The listing step, run in-process with no worker: the fetches it sends come largest first."""
     from headwater.fleet import steps
     from headwater.fleet.context import Fleet
-    from workers import names
+    from headwater import queues as names
 
     folder = tmp_path / "docs"
     folder.mkdir()

@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 import redis
 
-from headwater import chroma_store as keys
-from headwater.chroma_store import ChromaStore
+from headwater.store import chroma_store as keys
+from headwater.store.chroma_store import ChromaStore
+from headwater.pipeline.stores import open_store
 from headwater.settings import Settings
-from headwater.sparse_codec import encode_sparse
-from headwater.write_log import FollowedIndex, WriteLog
+from headwater.store.sparse_codec import encode_sparse
+from headwater.retrieval.write_log import FollowedIndex, WriteLog
 from tests.services import chroma_server, redis_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -30,7 +31,7 @@ def setup(servers, tmp_path, request):
     url, host, port = servers
     client = redis.Redis.from_url(url)
     collection = "f-" + request.node.name[-40:].replace("_", "-")
-    store = ChromaStore.from_settings(Settings(chroma_host=host, chroma_port=port, collection=collection))
+    store = open_store(Settings(chroma_host=host, chroma_port=port, collection=collection))
     store.observers.append(WriteLog(client, collection))
     return store, client, tmp_path / "index"
 
@@ -93,7 +94,7 @@ def test_a_searcher_that_stops_with_unsaved_replays_restarts_without_a_rebuild(s
 
 
 def test_replayed_writes_and_restarts_keep_the_dense_vectors_filtered_scans_rank(setup):
-    from headwater.filtered_dense import collection_space, filtered_dense_search
+    from headwater.retrieval.filtered_dense import collection_space, filtered_dense_search
 
     store, client, directory = setup
     rng = np.random.default_rng(13)

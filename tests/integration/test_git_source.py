@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from connectors.git import GitConnector
-from headwater.git_pushes import Push, plan_push, sync_push_embedded
+from headwater.sync.git_pushes import Push, plan_push, sync_push_embedded
 from headwater.ids import bytes_hash
-from headwater.source_cursors import CursorStore
-from headwater.source_store import SourceStore
+from headwater.store.source_cursors import CursorStore
+from headwater.store.source_store import SourceStore
 from tests.git_repos import Repository, git
 
 pytestmark = pytest.mark.integration

@@ -7,8 +7,8 @@ import shutil
 import pytest
 
 import headwater
-from headwater.retrieval import DENSE_WEIGHT, RRF_K, SPARSE_WEIGHT, Filters
-from headwater.sparse_index import SparseIndex
+from headwater.retrieval.searcher import DENSE_WEIGHT, RRF_K, SPARSE_WEIGHT, Filters
+from headwater.retrieval.sparse_index import SparseIndex
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -101,8 +101,8 @@ def test_python_api_matches_the_searcher(harness):
 
 
 def test_a_reader_never_writes_the_writers_index(harness):
-    from headwater.embedded import open_sparse_index
-    from headwater.sparse_index import DIRTY, MANIFEST
+    from headwater.sync.embedded import open_sparse_index
+    from headwater.retrieval.sparse_index import DIRTY, MANIFEST
 
     harness.sync()
     (harness.index_dir / MANIFEST).unlink()  # the saved index is unusable: the reader must rebuild

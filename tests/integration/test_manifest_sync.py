@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from headwater.manifest import SUFFIX
+from headwater.store.manifest import SUFFIX
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 

@@ -27,7 +27,7 @@ from tests.integration.http_harness import TOKEN as SERVE_TOKEN
 from tests.integration.http_harness import ServeProcess
 from tests.integration.test_fleet import spec, write_corpus
 from tests.services import chroma_server, free_port, redis_server, wait_until
-from workers import names
+from headwater import queues as names
 from workers.celery_app import create_app
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]

@@ -17,16 +17,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from headwater import chroma_store as keys
-from headwater.chroma_store import ChromaStore
-from headwater.document_plan import DocumentFacts, chunk_metadata
+from headwater.store import chroma_store as keys
+from headwater.store.chroma_store import ChromaStore
+from headwater.pipeline.stores import open_store
+from headwater.pipeline.document_plan import DocumentFacts, chunk_metadata
 from headwater.errors import ConfigurationError
 from headwater.ids import chunk_ids
-from headwater.manifest import ManifestEntry
-from headwater.model_identity import dense_identity, sparse_identity
-from headwater.promotion import PushRefused, Target, push
+from headwater.store.manifest import ManifestEntry
+from headwater.pipeline.model_identity import dense_identity, sparse_identity
+from headwater.store.promotion import PushRefused, Target, push
 from headwater.settings import Settings
-from headwater.sparse_codec import encode_sparse
+from headwater.store.sparse_codec import encode_sparse
 from tests.services import chroma_server, redis_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -47,12 +48,12 @@ def _texts() -> list[str]:
 @pytest.fixture(scope="module")
 def embedded(tmp_path_factory):
     """An embedded collection of 5,000 chunks in 500 documents, with its manifest and model identities."""
-    from workers.chunk import chunker_fingerprint
-    from workers.embed_sparse import SpladeEncoder
+    from headwater.pipeline.chunk import chunker_fingerprint
+    from headwater.pipeline.embed_sparse import SpladeEncoder
 
     path = tmp_path_factory.mktemp("laptop") / "chroma"
     settings = Settings(chroma_path=path, collection="laptop")
-    store = ChromaStore.from_settings(settings, dense_model=dense_identity(None, settings.dense_int8),
+    store = open_store(settings, dense_model=dense_identity(None, settings.dense_int8),
                                       sparse_model=sparse_identity(None))
     texts = _texts()
     sparse = SpladeEncoder(None, 1, settings.onnx_cache_dir).encode(texts)
@@ -105,7 +106,7 @@ def _all(collection) -> dict[str, tuple]:
 
 def assert_same_records(target, source) -> None:
     """Same ids, texts and metadata (sparse vectors included); dense vectors equal to float32 precision."""
-    from headwater.promotion import same_vector
+    from headwater.store.promotion import same_vector
 
     theirs, mine = _all(target), _all(source)
     assert theirs.keys() == mine.keys()
@@ -115,7 +116,7 @@ def assert_same_records(target, source) -> None:
 
 
 def test_push_copies_records_and_searches_identically(embedded, servers, tmp_path):
-    from headwater.retrieval import Filters, open_searcher
+    from headwater.retrieval.searcher import Filters, open_searcher
 
     redis_url, host, port = servers
     done = _run_push("--from-path", str(embedded.chroma_path), "--collection", "laptop", "--to", f"{host}:{port}",
@@ -125,7 +126,7 @@ def test_push_copies_records_and_searches_identically(embedded, servers, tmp_pat
 
     server = Settings(chroma_host=host, chroma_port=port, collection="production", redis_url=redis_url,
                       sparse_index_dir=tmp_path / "index")
-    source, target = ChromaStore.from_settings(embedded, create=False), ChromaStore.from_settings(server, create=False)
+    source, target = open_store(embedded, create=False), open_store(server, create=False)
     assert_same_records(target.collection, source.collection)  # records, vectors, metadata, sparse vectors
     assert target.collection.metadata[keys.DENSE_MODEL_KEY] == source.collection.metadata[keys.DENSE_MODEL_KEY]
     assert target.collection.metadata[keys.SPARSE_MODEL_KEY] == source.collection.metadata[keys.SPARSE_MODEL_KEY]
@@ -167,7 +168,7 @@ def test_an_interrupted_push_resumes_where_it_stopped(embedded, servers):
     report = push(embedded.chroma_path, "laptop", target, "resumed", batch_size=1000)
     assert (report.already_there, report.copied, report.target_records) == (2000, RECORDS - 2000, RECORDS)
     assert report.sampled == 200 and report.batch_limit == 1000
-    assert_same_records(held.collection, ChromaStore.from_settings(embedded, create=False).collection)
+    assert_same_records(held.collection, open_store(embedded, create=False).collection)
 
 
 def test_a_changed_record_is_rewritten_and_a_deleted_one_pruned(embedded, servers, tmp_path):
@@ -179,7 +180,7 @@ def test_a_changed_record_is_rewritten_and_a_deleted_one_pruned(embedded, server
     held.collection.update(ids=[some["ids"][0]], metadatas=[{keys.DOC_VERSION: "edited on the server"}])
     held.collection.add(ids=["stray"], embeddings=[[0.0] * 384], documents=["not in the source"])
 
-    from headwater.promotion import PushVerificationFailed
+    from headwater.store.promotion import PushVerificationFailed
 
     with pytest.raises(PushVerificationFailed, match="--prune"):
         push(embedded.chroma_path, "laptop", target, "pruned")

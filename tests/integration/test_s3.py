@@ -22,7 +22,7 @@ import pytest
 
 from connectors.s3 import S3Connector
 from connectors.s3_queue import QueueConsumer
-from headwater.dead_letters import FileDeadLetters
+from headwater.sync.dead_letters import FileDeadLetters
 from headwater.errors import ConfigurationError
 from headwater.fleet.context import local_target
 from headwater.fleet.enqueue import enqueue_changes
@@ -183,10 +183,10 @@ def test_sync_command_indexes_a_prefix_and_exits_0(aws, tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "Sync of s3://cli-sync/docs" in done.stdout and "failed    │ 0" in done.stdout, done.stdout[-3000:]
     assert SECRET not in done.stdout + done.stderr
-    from headwater.chroma_store import ChromaStore
+    from headwater.pipeline.stores import open_store
     from headwater.settings import Settings
 
-    store = ChromaStore.from_settings(Settings(chroma_path=tmp_path / "chroma", collection="cli-synced"), create=False)
+    store = open_store(Settings(chroma_path=tmp_path / "chroma", collection="cli-synced"), create=False)
     metadatas = store.collection.get(include=["metadatas"])["metadatas"]
     assert {m["uri"] for m in metadatas} == {"docs/guide.md", "docs/sub/restore.md"}
     assert {m["url"] for m in metadatas} == {f"s3://{bucket}/docs/guide.md", f"s3://{bucket}/docs/sub/restore.md"}
@@ -311,10 +311,10 @@ def test_watch_command_applies_events_in_process(aws, tmp_path):
     assert "dead lettered 1" in output and SECRET not in output
     letters = FileDeadLetters(tmp_path / "dead-letters.jsonl", f"s3://{bucket}/docs").entries()
     assert [entry["reason"] for entry in letters] == ["Records is not a list"]
-    from headwater.chroma_store import ChromaStore
+    from headwater.pipeline.stores import open_store
     from headwater.settings import Settings
 
-    store = ChromaStore.from_settings(Settings(chroma_path=tmp_path / "chroma", collection="watched"), create=False)
+    store = open_store(Settings(chroma_path=tmp_path / "chroma", collection="watched"), create=False)
     assert {m["uri"] for m in store.collection.get(include=["metadatas"])["metadatas"]} == {"docs/before.md", "docs/during.md"}
 
 

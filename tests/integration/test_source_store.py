@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from headwater.settings import SourceConfig
-from headwater.source_store import RunRow, SourceExists, SourceStore
+from headwater.store.source_store import RunRow, SourceExists, SourceStore
 from tests.integration.postgres import postgres_database
 
 

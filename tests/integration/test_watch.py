@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from headwater.watching import run_watch
+from headwater.sync.watching import run_watch
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 

@@ -6,12 +6,12 @@ import sys
 
 import pytest
 
-from headwater.chroma_store import CHUNKER, StoredDocument
+from headwater.store.chroma_store import CHUNKER, StoredDocument
 from headwater.ids import chunk_ids
 from headwater.settings import Settings
-from workers.chunk import HEADER_SEPARATOR, chunk_document, chunker_fingerprint
-from workers.parse import Element, ParsedDocument, split_lines
-from workers.tokens import SPECIAL_TOKENS, token_counter
+from headwater.pipeline.chunk import HEADER_SEPARATOR, chunk_document, chunker_fingerprint
+from headwater.pipeline.parse import Element, ParsedDocument, split_lines
+from headwater.pipeline.tokens import SPECIAL_TOKENS, token_counter
 
 
 def _paragraphs(seed: int, count: int) -> list[str]:
@@ -120,7 +120,7 @@ def test_overlap_repeats_the_tail_of_the_previous_chunk():
 def test_chunk_ids_are_stable_across_processes():
     text = "\n\n".join(_paragraphs(6, 30))
     program = ("import sys; from headwater.settings import Settings; from headwater.ids import chunk_ids\n"
-               "from workers.chunk import chunk_document; from workers.parse import Element, ParsedDocument\n"
+               "from headwater.pipeline.chunk import chunk_document; from headwater.pipeline.parse import Element, ParsedDocument\n"
                "parsed = ParsedDocument([Element(p, 'NarrativeText') for p in sys.stdin.read().split('\\n\\n')], "
                "'text/markdown', 'unstructured')\n"
                "print(' '.join(chunk_ids('s', 'a.md', [c.text for c in chunk_document(parsed, 'a.md', Settings())])))")

@@ -2,10 +2,10 @@
 
 import numpy as np
 
-from headwater.chroma_store import write_batch_limit
-from headwater.cloud import SPARSE_KEY, cloud_schema, hybrid_search_request, with_native_sparse
-from headwater.retrieval import Filters, rrf_fuse
-from headwater.sparse_codec import encode_sparse
+from headwater.store.chroma_store import write_batch_limit
+from headwater.store.cloud import SPARSE_KEY, cloud_schema, hybrid_search_request, with_native_sparse
+from headwater.retrieval.searcher import Filters, rrf_fuse
+from headwater.store.sparse_codec import encode_sparse
 
 
 def _knn(query, key, limit, ranked=True):

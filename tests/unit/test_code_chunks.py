@@ -4,7 +4,7 @@ import pytest
 
 from headwater.settings import Settings
 from tests.unit.test_chunk import _body, _lines, assert_within_window
-from workers.chunk import HEADER_SEPARATOR, chunk_document
+from headwater.pipeline.chunk import HEADER_SEPARATOR, chunk_document
 
 
 def _filler(n: int, comment: str = "#") -> str:

@@ -7,7 +7,7 @@ import onnx
 import onnxruntime
 from onnx import TensorProto, helper, numpy_helper
 
-from workers.dense_int8 import PROBE_MODEL, PROBE_SHAPE, _store_weights_unsigned, signed_products_exact
+from headwater.pipeline.dense_int8 import PROBE_MODEL, PROBE_SHAPE, _store_weights_unsigned, signed_products_exact
 
 
 def signed_and_unsigned(tmp_path, weights: np.ndarray):

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from headwater import filtered_dense
-from headwater.filtered_dense import exact_distances, filtered_dense_search, similarity
-from headwater.retrieval import Filters
-from headwater.sparse_codec import encode_sparse
-from headwater.sparse_index import SparseIndex
+from headwater.retrieval import filtered_dense
+from headwater.retrieval.filtered_dense import exact_distances, filtered_dense_search, similarity
+from headwater.retrieval.searcher import Filters
+from headwater.store.sparse_codec import encode_sparse
+from headwater.retrieval.sparse_index import SparseIndex
 
 DIMENSIONS = 24
 

@@ -7,7 +7,7 @@ from headwater.fleet.state import DOCUMENT_STEPS, RUN_STEPS
 from headwater.models import DocumentChange, Op
 from schedules.beat import beat_schedule
 from headwater.settings import Settings
-from workers import names
+from headwater import queues as names
 
 
 def test_every_step_has_a_task_on_a_known_queue():

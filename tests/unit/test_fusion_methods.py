@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from bench.fusion_methods import convex, feedback_query, min_max, rrf, z_scores
-from headwater.retrieval import rrf_fuse
+from headwater.retrieval.searcher import rrf_fuse
 
 DENSE = [("a", 0.9), ("b", 0.8), ("c", 0.1)]
 SPARSE = [("c", 30.0), ("d", 10.0), ("a", 9.0)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from headwater.filtered_dense import MAX_OVERFETCH, overfetch_size
+from headwater.retrieval.filtered_dense import MAX_OVERFETCH, overfetch_size
 from headwater.settings import HnswConfig, Settings
 
 

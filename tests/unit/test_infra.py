@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from workers import names
+from headwater import queues as names
 
 INFRA = Path(__file__).resolve().parents[2] / "infra"
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from headwater import chroma_store as keys
-from headwater import outcomes
-from headwater.chroma_store import ChromaStore
-from headwater.manifest import ManifestEntry
+from headwater.store import chroma_store as keys
+from headwater.pipeline import outcomes
+from headwater.store.chroma_store import ChromaStore
+from headwater.store.manifest import ManifestEntry
 from headwater.models import ChunkRecord
-from workers.upsert import BatchWriter
+from headwater.pipeline.write import BatchWriter
 
 
 @pytest.fixture
@@ -116,9 +116,9 @@ def test_content_hash_lookups_hold_a_bounded_page(client, monkeypatch):
 
 
 def test_a_pass_checks_the_saved_sparse_index_against_the_documents_it_read(client, tmp_path, monkeypatch):
-    from headwater.sparse_codec import encode_sparse
-    from headwater.sparse_index import SparseIndex
-    from headwater.sparse_index_files import open_sparse_index
+    from headwater.store.sparse_codec import encode_sparse
+    from headwater.retrieval.sparse_index import SparseIndex
+    from headwater.retrieval.sparse_index_files import open_sparse_index
 
     sparse = encode_sparse([1, 2], [1.0, 0.5])
     records = [chunk(f"d{d}.md", n, 2) for d in range(3) for n in range(2)]
@@ -172,7 +172,7 @@ def test_the_source_summary_comes_from_the_manifest_once_it_accounts_for_every_c
         raise AssertionError("read every chunk's metadata")
 
     with monkeypatch.context() as patched:
-        patched.setattr("headwater.chroma_store.metadata_pages", every_chunk)
+        patched.setattr("headwater.store.chroma_store.metadata_pages", every_chunk)
         assert store.source_summary() == want
     store.manifest.mark_incomplete([("src", "a.md")])  # a write cut short: the entries are not the truth
     assert store.manifest.summary() is None and store.source_summary() == want

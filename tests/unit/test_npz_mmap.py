@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from headwater.npz_mmap import mapped_npz
+from headwater.retrieval.npz_mmap import mapped_npz
 
 
 def _arrays() -> dict[str, np.ndarray]:

@@ -98,9 +98,9 @@ def test_sentry_stays_off_without_a_dsn_or_with_an_empty_one():
 
 
 def test_a_task_is_tagged_with_the_ids_its_arguments_carry():
-    from headwater.observability.celery_hooks import task_ids
+    from workers.celery_hooks import task_ids
     from headwater.observability.metrics import stage_of_task
-    from workers import names
+    from headwater import queues as names
 
     assert task_ids(names.FETCH, ["run-1", "docs/a.md"]) == {"run_id": "run-1", "document": "docs/a.md"}
     assert task_ids(names.FINISH, ["run-1"]) == {"run_id": "run-1", "document": None}

@@ -1,7 +1,7 @@
 import pytest
 
 from headwater.errors import PermanentDocumentError, SkippedDocument
-from workers.parse import parse_document
+from headwater.pipeline.parse import parse_document
 
 
 def test_source_code_takes_the_line_keeping_fast_path():

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from headwater.chroma_store import write_batch_limit
+from headwater.store.chroma_store import write_batch_limit
 from headwater.errors import ConfigurationError
-from headwater.promotion import Target, _comparable, same_vector
+from headwater.store.promotion import Target, _comparable, same_vector
 
 
 def test_targets_parse_from_to():

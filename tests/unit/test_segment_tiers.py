@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from headwater.segment_tiers import FANOUT, TIER_BASE, merges_due, tier
+from headwater.retrieval.segment_tiers import FANOUT, TIER_BASE, merges_due, tier
 
 
 def _settle(segments: list[tuple[int, int]], rewritten: list[int]) -> list[tuple[int, int]]:

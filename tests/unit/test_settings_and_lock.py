@@ -5,8 +5,8 @@ import pytest
 from pydantic import ValidationError
 
 from headwater.errors import ChromaPathBusy
-from headwater.path_lock import ChromaPathLock
-from headwater.report import SyncReport
+from headwater.store.path_lock import ChromaPathLock
+from headwater.pipeline.report import SyncReport
 from headwater.settings import HARD_BATCH_CAP, Settings
 
 
@@ -49,7 +49,7 @@ def test_exit_code_reflects_failures():
 
 def test_second_writer_process_gets_a_clear_error(tmp_path):
     with ChromaPathLock(tmp_path):
-        probe = ("import sys; from headwater.path_lock import ChromaPathLock\n"
+        probe = ("import sys; from headwater.store.path_lock import ChromaPathLock\n"
                  f"try:\n    ChromaPathLock({str(tmp_path)!r}).acquire()\n"
                  "except Exception as exc:\n    print(type(exc).__name__, exc); sys.exit(3)\n")
         result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from headwater.sparse_codec import decode_sparse, encode_sparse
+from headwater.store.sparse_codec import decode_sparse, encode_sparse
 
 
 def test_round_trip_is_exact_to_float16():

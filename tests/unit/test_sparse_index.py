@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from headwater.sparse_codec import encode_sparse
-from headwater.sparse_index import DIRTY, SparseIndex
+from headwater.store.sparse_codec import encode_sparse
+from headwater.retrieval.sparse_index import DIRTY, SparseIndex
 
 
 def _record(rng, source="s", uri=None):
@@ -22,7 +22,7 @@ def _vector_of(metadata: dict) -> np.ndarray:
 
 
 def _dense_scores(records: dict[str, dict], query_terms, query_values):
-    from headwater.sparse_codec import decode_sparse
+    from headwater.store.sparse_codec import decode_sparse
 
     out = {}
     for record_id, metadata in records.items():

@@ -2,10 +2,10 @@
 
 from headwater.settings import Settings
 from tests.unit.test_chunk import _lines, assert_within_window
-from workers.chunk import HEADER_SEPARATOR, SUMMARY_TOKENS, chunk_document
-from workers.parse import Element
-from workers.summary_line import code_summary, prose_summary
-from workers.tokens import token_counter
+from headwater.pipeline.chunk import HEADER_SEPARATOR, SUMMARY_TOKENS, chunk_document
+from headwater.pipeline.parse import Element
+from headwater.pipeline.summary_line import code_summary, prose_summary
+from headwater.pipeline.tokens import token_counter
 
 
 def test_prose_summary_is_the_lead_paragraphs_first_sentence():

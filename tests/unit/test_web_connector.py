@@ -93,7 +93,7 @@ def test_web_sources_by_url_by_kind_and_in_headwater_toml() -> None:
 
 
 def test_main_content_keeps_structure_and_drops_navigation_and_footer() -> None:
-    from workers.parse import parse_document
+    from headwater.pipeline.parse import parse_document
 
     nav = "<nav>" + "".join(f"<a href='/p{i}'>Menu entry {i}</a>" for i in range(20)) + "</nav>"
     html = (f"<html><head><title>Rotating tokens</title></head><body>{nav}<main><h1>Rotating tokens</h1>"
@@ -113,7 +113,7 @@ def test_main_content_keeps_structure_and_drops_navigation_and_footer() -> None:
 
 
 def test_code_and_table_rows_reach_the_index_verbatim() -> None:
-    from workers.web_content import markdown_blocks
+    from headwater.pipeline.web_content import markdown_blocks
 
     markdown = ("# `json` — JSON\n\nSee Lib/json/\\_\\_init\\_\\_.py for the source.\n\n- one\n- two\n\n"
                 "```\n#!/usr/bin/env python\nif __name__ == \"__main__\":\n    main([section])\n```\n"

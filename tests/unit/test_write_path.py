@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from headwater import chroma_store as keys
-from headwater import outcomes
-from headwater.chroma_store import ChromaStore, StoredDocument
-from headwater.deletion_guard import MassDeleteRefused, check_deletions, likely_deletions
-from headwater.document_plan import DocumentFacts, plan_document
+from headwater.store import chroma_store as keys
+from headwater.pipeline import outcomes
+from headwater.store.chroma_store import ChromaStore, StoredDocument
+from headwater.pipeline.deletion_guard import MassDeleteRefused, check_deletions, likely_deletions
+from headwater.pipeline.document_plan import DocumentFacts, plan_document
 from headwater.models import Chunk, ChunkRecord, DocumentChange, Op
-from workers.upsert import BatchWriter
+from headwater.pipeline.write import BatchWriter
 
 
 @pytest.fixture
