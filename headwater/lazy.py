@@ -30,7 +30,10 @@ class Lazy:
             except Exception:  # noqa: BLE001  (raised again, where it can be handled, on first use)
                 pass
 
-        threading.Thread(target=build, name="headwater-prefetch", daemon=True).start()
+        # Not a daemon: a process that exits early (a mistyped path, say) waits for the build to end,
+        # since exiting while a native runtime is still loading aborts the process ("terminate called
+        # without an active exception") instead of exiting with the error it had.
+        threading.Thread(target=build, name="headwater-prefetch", daemon=False).start()
 
     def _get(self) -> Any:
         with self._lock:

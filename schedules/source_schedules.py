@@ -9,7 +9,6 @@ queued behind the next one, so an outage never leaves a pile of runs behind it.
 
 from __future__ import annotations
 
-import uuid
 from datetime import timedelta
 from typing import Any
 
@@ -48,6 +47,15 @@ def source_schedule(source: SourceConfig) -> Any | None:
     return None
 
 
+def schedule_spec(source: SourceConfig) -> str | None:
+    """The source's schedule as one comparable string (`cron:...` or `every:SECONDS`), or None."""
+    if source.schedule_cron:
+        return f"cron:{' '.join(source.schedule_cron.split())}"
+    if source.schedule_interval_seconds:
+        return f"every:{source.schedule_interval_seconds:g}"
+    return None
+
+
 def seconds_between(every: Any) -> float:
     """How long a scheduled message may wait before it is dropped: one period (a minute for cron lines)."""
     if isinstance(every, crontab):
@@ -68,9 +76,11 @@ def start_unless_busy(fleet: Any, spec: dict[str, Any], target: Any, *, allow_ma
     """
     from headwater.fleet.enqueue import enqueue_sync
 
+    from headwater.redis_connection import release_quietly
+
     source_id = spec["id"]
-    lock, token = TRIGGER_LOCK.format(source_id), uuid.uuid4().hex
-    if not fleet.redis.set(lock, token, nx=True, ex=TRIGGER_LOCK_SECONDS):
+    lock = fleet.redis.lock(TRIGGER_LOCK.format(source_id), timeout=TRIGGER_LOCK_SECONDS, blocking=False)
+    if not lock.acquire():
         return None, "(another trigger of this source is in progress)"
     try:
         busy = busy_run(fleet.runs.list(200, source_id))
@@ -78,9 +88,7 @@ def start_unless_busy(fleet: Any, spec: dict[str, Any], target: Any, *, allow_ma
             return None, busy.id
         return enqueue_sync(fleet, spec, target, allow_mass_delete=allow_mass_delete), None
     finally:
-        # Release only our own lock (it may have expired and been taken by someone else).
-        fleet.redis.eval("if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
-                         1, lock, token)
+        release_quietly(lock, f"the trigger of {source_id}")
 
 
 # Redbeat entries ---------------------------------------------------------------------------
@@ -91,17 +99,28 @@ def entry_name(source_id: str) -> str:
 
 
 def save_entry(app: Any, source: SourceConfig, spec: dict[str, Any], target: dict[str, str]) -> None:
-    """Create or replace the source's entry in the Redis-kept beat schedule (beat sees it on its next tick)."""
+    """Create or update the source's entry in the Redis-kept beat schedule (beat sees it on its next tick).
+
+    An entry whose period is unchanged keeps when it last ran, and so when it runs next: serve saves
+    every declared source's entry when it starts, and a serve redeployed more often than an interval
+    must not push that interval's run back each time. A new or changed period starts now.
+    """
     from redbeat import RedBeatSchedulerEntry
 
     from headwater import queues as names
 
     every = source_schedule(source)
-    delete_entry(app, source.id)
     if every is None:
+        delete_entry(app, source.id)
         return
-    RedBeatSchedulerEntry(entry_name(source.id), SCHEDULED_SYNC, every, args=[spec, target],
-                          options={"queue": names.SYNC_QUEUE, "expires": seconds_between(every)}, app=app).save()
+    entry = RedBeatSchedulerEntry(entry_name(source.id), SCHEDULED_SYNC, every, args=[spec, target],
+                                  options={"queue": names.SYNC_QUEUE, "expires": seconds_between(every)}, app=app)
+    existing = _entry(app, source.id)
+    if existing is not None and existing.schedule == every:
+        _replace_definition(app, entry)
+        return
+    delete_entry(app, source.id)
+    entry.save()
 
 
 def delete_entry(app: Any, source_id: str) -> None:
@@ -114,14 +133,41 @@ def delete_entry(app: Any, source_id: str) -> None:
 
 
 def next_run_at(app: Any, source_id: str) -> float | None:
-    """When beat will next fire the source's entry (epoch seconds), if it has one."""
+    """When beat will next fire the source's entry (epoch seconds), if it has one.
+
+    Read from the schedule's sorted set, whose score is the due time beat itself acts on. (An
+    entry's `due_at` is not: it adds the time remaining as of now to the last run, so it drifts
+    into the past as a period goes by.)
+    """
+    from redbeat.schedulers import ensure_conf, get_redis
+
+    score = get_redis(app).zscore(ensure_conf(app).schedule_key, _key(app, source_id))
+    return float(score) if score is not None and score >= 0 else None
+
+
+def _entry(app: Any, source_id: str) -> Any | None:
     from redbeat import RedBeatSchedulerEntry
 
     try:
-        entry = RedBeatSchedulerEntry.from_key(_key(app, source_id), app=app)
+        return RedBeatSchedulerEntry.from_key(_key(app, source_id), app=app)
     except KeyError:
         return None
-    return entry.due_at.timestamp() if entry.due_at else None
+
+
+def _replace_definition(app: Any, entry: Any) -> None:
+    """Write an entry's definition (what it runs, with which arguments) and leave its run times alone.
+
+    RedBeatSchedulerEntry.save() would also score the entry from its `due_at`, which is only
+    right just after a run; the score beat wrote when it last fired stays.
+    """
+    import json
+
+    from redbeat.decoder import RedBeatJSONEncoder
+    from redbeat.schedulers import get_redis
+
+    definition = {"name": entry.name, "task": entry.task, "args": entry.args, "kwargs": entry.kwargs,
+                  "options": entry.options, "schedule": entry.schedule, "enabled": entry.enabled}
+    get_redis(app).hset(entry.key, "definition", json.dumps(definition, cls=RedBeatJSONEncoder))
 
 
 def _key(app: Any, source_id: str) -> str:

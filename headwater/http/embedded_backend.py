@@ -95,7 +95,8 @@ class EmbeddedBackend:
                                                                cache_dir=settings.onnx_cache_dir),
                                  SpladeEncoder(settings.sparse_model_dir, threads, settings.onnx_cache_dir), self.engine.sparse_index, None)
         self._stop = threading.Event()
-        self._last_fired: dict[str, float] = {}
+        # Each schedule and when its period started, from the database: a restarted serve keeps them.
+        self._periods: dict[str, tuple[str, float]] = store.schedule_marks()
         self._next_due: dict[str, float] = {}
         self._interrupted_runs()
         self._threads = [threading.Thread(target=self._work, name="headwater-serve-sync", daemon=True),
@@ -296,7 +297,7 @@ class EmbeddedBackend:
 
     def _schedule(self) -> None:
         """Fire each scheduled source when due; a due source that is still running is skipped, not queued."""
-        from schedules.source_schedules import source_schedule
+        from schedules.source_schedules import schedule_spec, source_schedule
 
         while not self._stop.wait(0.5):
             try:
@@ -314,12 +315,16 @@ class EmbeddedBackend:
                 if every is None:
                     continue
                 known.add(source.id)
-                last = self._last_fired.setdefault(source.id, now)
+                spec = schedule_spec(source.config)
+                if self._periods.get(source.id, ("",))[0] != spec:  # new, or changed: its period starts now
+                    self._mark(source.id, spec, now)
+                last = self._periods[source.id][1]
+                # Celery's estimate is the time left as of now, so the due time is now plus it.
                 remaining = every.remaining_estimate(datetime.fromtimestamp(last, timezone.utc)).total_seconds()
-                self._next_due[source.id] = last + max(0.0, remaining) if remaining > 0 else now
+                self._next_due[source.id] = now + max(0.0, remaining)
                 if remaining > 0:
                     continue
-                self._last_fired[source.id] = now  # a missed period is dropped, never stacked
+                self._mark(source.id, spec, now)  # a missed period is dropped, never stacked
                 try:
                     run_id, busy = self.trigger(source)
                 except ValueError as exc:
@@ -327,20 +332,28 @@ class EmbeddedBackend:
                     continue
                 if run_id is None:
                     log.info("scheduled run of %s skipped: run %s has not finished", source.id, busy)
-            for gone in set(self._last_fired) - known:
-                self._last_fired.pop(gone, None)
+            for gone in set(self._periods) - known:
+                self._mark(gone, None)
                 self._next_due.pop(gone, None)
+
+    def _mark(self, source_id: str, spec: str | None, at: float = 0.0) -> None:
+        if spec is None:
+            self._periods.pop(source_id, None)
+        else:
+            self._periods[source_id] = (spec, at)
+        try:
+            self.store.mark_schedule(source_id, spec, at)
+        except Exception:  # noqa: BLE001  (the database blinked: this process still keeps the time)
+            log.exception("could not record the schedule of %s; a restart would start its period again", source_id)
 
     def next_run_at(self, source_id: str) -> float | None:
         return self._next_due.get(source_id)
 
     def schedule_changed(self, source: Any) -> None:
-        """A source's schedule was created or changed: its period starts now."""
-        self._last_fired.pop(source.id, None)
-        self._next_due.pop(source.id, None)
+        """A source was saved: the scheduler compares its schedule with the period it keeps (unchanged: kept)."""
 
     def schedule_removed(self, source_id: str) -> None:
-        self._last_fired.pop(source_id, None)
+        self._mark(source_id, None)
         self._next_due.pop(source_id, None)
 
     # Reads -----------------------------------------------------------------------------------

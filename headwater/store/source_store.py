@@ -59,6 +59,16 @@ class RunRow(Base):
     errors: Mapped[dict] = mapped_column(JSON, default=dict)
 
 
+class ScheduleMark(Base):
+    """When an embedded serve's schedule of a source last fired (or its period started), kept across restarts."""
+
+    __tablename__ = "headwater_schedule_marks"
+
+    source_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    schedule: Mapped[str] = mapped_column(String(160))  # the period it belongs to: a changed one starts afresh
+    period_started_at: Mapped[float] = mapped_column(Float)
+
+
 class SourceExists(ValueError):
     pass
 
@@ -144,7 +154,23 @@ class SourceStore:
 
     def delete_source(self, source_id: str) -> bool:
         with self.session() as s:
+            s.execute(delete(ScheduleMark).where(ScheduleMark.source_id == source_id))
             return s.execute(delete(SourceRow).where(SourceRow.id == source_id)).rowcount > 0
+
+    # Embedded schedules ----------------------------------------------------------------------
+
+    def schedule_marks(self) -> dict[str, tuple[str, float]]:
+        """Each source's schedule and when its current period started (its last firing, or when it was set)."""
+        with self.session() as s:
+            return {row.source_id: (row.schedule, row.period_started_at) for row in s.scalars(select(ScheduleMark))}
+
+    def mark_schedule(self, source_id: str, schedule: str | None, at: float = 0.0) -> None:
+        """Start the source's period of `schedule` at `at` (schedule None: it has none any more)."""
+        with self.session() as s:
+            if schedule is None:
+                s.execute(delete(ScheduleMark).where(ScheduleMark.source_id == source_id))
+            else:
+                s.merge(ScheduleMark(source_id=source_id, schedule=schedule, period_started_at=at))
 
     # Embedded runs ---------------------------------------------------------------------------
 

@@ -262,3 +262,32 @@ def test_dashboard_login_and_csrf_protected_forms_in_embedded_mode(serve):
     finally:
         browser.close()
     serve.api.delete("/api/v1/sources/from-the-form").raise_for_status()
+
+
+@pytest.mark.timeout(300)
+def test_a_restarted_serve_keeps_each_schedules_next_run(tmp_path):
+    """A serve redeployed more often than an interval must still run it: the period survives a restart."""
+    folder = write_docs(tmp_path / "docs", 2, bad=False)
+    env = {"HEADWATER_CHROMA_PATH": str(tmp_path / "chroma"), "HEADWATER_FOLDER_ROOTS": json.dumps([str(tmp_path)])}
+
+    def next_run(server) -> float:
+        found: dict = {}
+        wait_until(lambda: found.update(server.api.get("/api/v1/sources/hourly").json()) or found.get("next_run_at"),
+                   30, "the schedule's next run")
+        return found["next_run_at"]
+
+    with ServeProcess(tmp_path, env, "first") as first:
+        first.api.post("/api/v1/sources", json=folder_source("hourly", folder, schedule_interval_seconds=3600)
+                       ).raise_for_status()
+        before = next_run(first)
+        assert before == pytest.approx(time.time() + 3600, abs=30)
+    time.sleep(3)  # the restart takes longer than the tolerance below
+    with ServeProcess(tmp_path, env, "second") as second:
+        assert next_run(second) == pytest.approx(before, abs=1.5)
+        # Saving the source unchanged keeps the period too; a new interval starts one now.
+        unchanged = {k: v for k, v in folder_source("hourly", folder, schedule_interval_seconds=3600).items() if k != "id"}
+        second.api.put("/api/v1/sources/hourly", json=unchanged).raise_for_status()
+        time.sleep(1.5)
+        assert next_run(second) == pytest.approx(before, abs=1.5)
+        second.api.put("/api/v1/sources/hourly", json={**unchanged, "schedule_interval_seconds": 7200}).raise_for_status()
+        wait_until(lambda: next_run(second) > before + 3000, 30, "the new period")
