@@ -17,6 +17,7 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
+from swagger_ui_bundle import swagger_ui_path
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from headwater.settings import Settings
@@ -140,13 +141,18 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
 
     @app.get("/openapi.json", include_in_schema=False, dependencies=[Depends(_token_or_session)])
     def openapi_schema() -> JSONResponse:
-        return JSONResponse(app.openapi())
+        return JSONResponse(openapi_with_security(app))
 
     @app.get("/docs", include_in_schema=False, dependencies=[Depends(_token_or_session)])
     def swagger() -> Any:
         from fastapi.openapi.docs import get_swagger_ui_html
 
-        return get_swagger_ui_html(openapi_url="/openapi.json", title="Headwater API")
+        # Served from the installed swagger-ui-bundle, never a CDN: the docs work offline and on
+        # private networks, and the page loads nothing from third parties.
+        return get_swagger_ui_html(openapi_url="/openapi.json", title="Headwater API",
+                                   swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
+                                   swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
+                                   swagger_favicon_url="/static/favicon.svg")
 
     app.include_router(api.router)
     app.include_router(admin.router)
@@ -157,4 +163,29 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
     app.include_router(webhooks_s3.router)
     app.include_router(webhooks_github.router)
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
+    app.mount(DOCS_ASSETS, StaticFiles(directory=str(swagger_ui_path)), name="docs-assets")
     return app
+
+
+DOCS_ASSETS = "/docs-assets"
+# Who authenticates how: the admin token on the API and metrics, the S3 webhook's own token on its
+# route; GitHub's webhook is signed (HMAC of the body), which OpenAPI cannot describe as a scheme.
+SECURITY_SCHEMES = {
+    "adminToken": {"type": "http", "scheme": "bearer", "description": "HEADWATER_ADMIN_TOKEN"},
+    "s3WebhookToken": {"type": "http", "scheme": "bearer", "description": "HEADWATER_S3_WEBHOOK_TOKEN"},
+}
+
+
+def openapi_with_security(app: FastAPI) -> dict[str, Any]:
+    """The app's OpenAPI document with its security schemes, so /docs has an Authorize button."""
+    if app.openapi_schema is None:
+        schema = app.openapi()
+        schema.setdefault("components", {})["securitySchemes"] = SECURITY_SCHEMES
+        for path, operations in schema.get("paths", {}).items():
+            scheme = ("s3WebhookToken" if path.startswith("/webhooks/s3") else
+                      "adminToken" if path.startswith(("/api/", "/metrics")) else None)
+            for operation in operations.values():
+                if scheme:
+                    operation["security"] = [{scheme: []}]
+        app.openapi_schema = schema
+    return app.openapi_schema

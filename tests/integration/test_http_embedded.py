@@ -291,3 +291,19 @@ def test_a_restarted_serve_keeps_each_schedules_next_run(tmp_path):
         assert next_run(second) == pytest.approx(before, abs=1.5)
         second.api.put("/api/v1/sources/hourly", json={**unchanged, "schedule_interval_seconds": 7200}).raise_for_status()
         wait_until(lambda: next_run(second) > before + 3000, 30, "the new period")
+
+
+@pytest.mark.timeout(120)
+def test_api_docs_work_offline_and_declare_the_bearer_token(serve):
+    page = serve.api.get("/docs")
+    assert page.status_code == 200
+    assert "/docs-assets/swagger-ui-bundle.js" in page.text and "/docs-assets/swagger-ui.css" in page.text
+    assert "cdn." not in page.text and "https://" not in page.text  # nothing fetched from third parties
+    for asset in ("/docs-assets/swagger-ui-bundle.js", "/docs-assets/swagger-ui.css", "/static/favicon.svg"):
+        assert serve.anonymous.get(asset).status_code == 200, asset
+    schema = serve.api.get("/openapi.json").json()
+    assert schema["components"]["securitySchemes"]["adminToken"] == {
+        "type": "http", "scheme": "bearer", "description": "HEADWATER_ADMIN_TOKEN"}
+    assert schema["paths"]["/api/v1/sources"]["get"]["security"] == [{"adminToken": []}]
+    assert schema["paths"]["/webhooks/s3/{source_id}"]["post"]["security"] == [{"s3WebhookToken": []}]
+    assert "security" not in schema["paths"]["/healthz"]["get"]
