@@ -88,12 +88,15 @@ class EmbeddedBackend:
         # Raises ChromaPathBusy, naming the other writer, before anything else starts.
         from headwater.observability import metrics
 
-        self.engine = self._stack.enter_context(open_engine(settings, _Progress(self), observers=[metrics.written]))
+        engine = self._stack.enter_context(open_engine(settings, _Progress(self), observers=[metrics.written]))
+        # One engine per collection the sources write, all under this process's lock of the directory.
+        self._engines = {settings.collection: engine}
         threads = settings.model_threads or 1
         # Queries get their own model instances: tokenizers are not safe to share with a running sync.
-        self.searcher = Searcher(self.engine.store, DenseEmbedder(settings.dense_model_dir, threads, int8=settings.dense_int8,
-                                                               cache_dir=settings.onnx_cache_dir),
-                                 SpladeEncoder(settings.sparse_model_dir, threads, settings.onnx_cache_dir), self.engine.sparse_index, None)
+        self._query_models = (DenseEmbedder(settings.dense_model_dir, threads, int8=settings.dense_int8,
+                                            cache_dir=settings.onnx_cache_dir),
+                              SpladeEncoder(settings.sparse_model_dir, threads, settings.onnx_cache_dir))
+        self._searchers = {settings.collection: Searcher(engine.store, *self._query_models, engine.sparse_index, None)}
         self._stop = threading.Event()
         # Each schedule and when its period started, from the database: a restarted serve keeps them.
         self._periods: dict[str, tuple[str, float]] = store.schedule_marks()
@@ -130,9 +133,6 @@ class EmbeddedBackend:
     def trigger(self, source: Any, *, allow_mass_delete: bool = False, kind: str = "full",
                 uris: list[str] | None = None) -> tuple[str | None, str | None]:
         """Queue a run of the source unless it has an unfinished one: (run id, None) or (None, busy run id)."""
-        if source.config.collection and source.config.collection != self.settings.collection:
-            raise ValueError(f"source {source.id} writes collection {source.config.collection!r}; embedded serve "
-                             f"writes only {self.settings.collection!r} (run a fleet, or `headwater sync` it)")
         with self._lock:
             busy = next((r for r in self._pending.values() if r.source_id == source.id and r.kind != "live"), None)
             if busy is not None:
@@ -146,9 +146,6 @@ class EmbeddedBackend:
 
     def live_changes(self, source: Any, changes: list[DocumentChange]) -> str:
         """Queue live changes (webhook events) behind whatever runs now; they are never refused as busy."""
-        if source.config.collection and source.config.collection != self.settings.collection:
-            raise ValueError(f"source {source.id} writes collection {source.config.collection!r}; embedded serve "
-                             f"writes only {self.settings.collection!r}")
         live = _Live(uuid.uuid4().hex, source.id, "live", changes=list(changes))
         with self._lock:
             self.store.save_run(RunRow(id=live.run_id, source_id=source.id, kind="live", status="pending",
@@ -261,20 +258,21 @@ class EmbeddedBackend:
             if source is None:
                 raise HeadwaterError(f"source {live.source_id} was deleted before its run started")
             connector = build_source_connector(self.settings, source.config)
+            engine = self.engine_for(source.config.collection)
             if live.changes is not None:
-                report = self.engine.apply(connector, live.changes)
+                report = engine.apply(connector, live.changes)
             elif live.job is not None:
-                report = live.job(self.engine, connector)
+                report = live.job(engine, connector)
                 if report is None:  # nothing to do (already synced, or the branch was deleted)
                     from headwater.pipeline.report import SyncReport
 
                     report = SyncReport(source_id=live.source_id).finish()
             elif live.uris is None:
-                report = self.engine.sync(connector, allow_mass_delete=live.allow_mass_delete)
+                report = engine.sync(connector, allow_mass_delete=live.allow_mass_delete)
                 if getattr(connector, "cursor", None):  # a git source: the commit this pass synced
                     self.cursors.set(live.source_id, connector.cursor)
             else:
-                report = self.engine.apply(connector, [DocumentChange(live.source_id, u, Op.UPSERT) for u in live.uris])
+                report = engine.apply(connector, [DocumentChange(live.source_id, u, Op.UPSERT) for u in live.uris])
         except RunCancelled:
             row.status = "cancelled"
         except (HeadwaterError, ValueError, OSError) as exc:
@@ -358,11 +356,30 @@ class EmbeddedBackend:
 
     # Reads -----------------------------------------------------------------------------------
 
+    def engine_for(self, collection: str | None) -> Any:
+        """The engine writing `collection` (None: the default), opened on first use."""
+        from headwater.observability import metrics
+        from headwater.retrieval.searcher import Searcher
+        from headwater.sync.embedded import engine_for
+
+        name = collection or self.settings.collection
+        with self._lock:
+            if name not in self._engines:
+                default = self._engines[self.settings.collection]
+                engine = engine_for(self.settings.model_copy(update={"collection": name}), default.dense,
+                                    default.sparse, _Progress(self), observers=[metrics.written])
+                self._engines[name] = engine
+                self._searchers[name] = Searcher(engine.store, *self._query_models, engine.sparse_index, None)
+            return self._engines[name]
+
     def store_for(self, collection: str | None) -> Any:
-        return self.engine.store
+        return self.engine_for(collection).store
 
     def search(self, text: str, k: int, mode: str, filters: Any) -> list[Any]:
-        return self.searcher.search(text, k=k, mode=mode, filters=filters)
+        """Search the collection that the filtered source writes (the default one without a source filter)."""
+        collection = self.catalog.collection_of(filters.source_id)
+        self.engine_for(collection)
+        return self._searchers[collection].search(text, k=k, mode=mode, filters=filters)
 
     def queues(self) -> dict[str, Any]:
         """In-process: one queue, one worker (the sync thread)."""

@@ -167,11 +167,12 @@ class FleetBackend:
         from headwater.retrieval.sparse_index import SparseIndex
 
         with self._search_lock:
-            key = self.settings.collection
+            # The collection that the filtered source writes (the default one without a source filter).
+            key = self.catalog.collection_of(filters.source_id)
             searcher, stamp = self._searchers.get(key, (None, -1))
             fresh = self._freshness()
             if searcher is None:
-                searcher = open_searcher(self.settings)
+                searcher = open_searcher(self.settings.model_copy(update={"collection": key}))
             elif searcher.follower is None and (stamp != fresh or searcher.store.count() != len(searcher.index)):
                 searcher.index = SparseIndex.rebuild(searcher.store.collection, None)
             self._searchers[key] = (searcher, fresh)

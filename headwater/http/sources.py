@@ -155,6 +155,15 @@ class SourceCatalog:
         row = self.store.get_source(source_id)
         return None if row is None else Source(row.config(), "api", sorted(row.secret_refs or {}), row.created_at, row.updated_at)
 
+    def collection_of(self, source_id: str | None) -> str:
+        """The collection a source writes (the configured one for sources that name none, or for no source)."""
+        source = self.get(source_id) if source_id else None
+        return (source.config.collection if source else None) or self.settings.collection
+
+    def collections(self) -> list[str]:
+        """Every collection the sources write, the configured default among them."""
+        return sorted({self.settings.collection} | {s.config.collection for s in self.all() if s.config.collection})
+
 
 def build_source_connector(settings: Settings, config: SourceConfig) -> Any:
     """The connector of a source, never indexing the embedded Chroma directory itself."""

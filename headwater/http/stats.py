@@ -60,13 +60,21 @@ class Stats:
                              "workers": {q: len(v["workers"]) for q, v in queues.items()}, "done": done})
 
     def source_summary(self, max_age: float = 10.0) -> dict[str, dict[str, int]]:
-        """Documents and chunks per source in the default collection (cached; from the manifest, or every chunk when it cannot tell)."""
+        """Documents and chunks per source, each from the collection it writes (cached; from the manifest, or
+        every chunk when it cannot tell)."""
         if time.monotonic() - self._summary_at > max_age:
-            try:
-                self.summary = self.backend.store_for(None).source_summary()
-            except Exception as exc:  # noqa: BLE001  (no collection yet)
-                log.debug("no source summary: %s", exc)
-                self.summary = {}
+            summary: dict[str, dict[str, int]] = {}
+            for collection in self.backend.catalog.collections():
+                try:
+                    counts = self.backend.store_for(collection).source_summary()
+                except Exception as exc:  # noqa: BLE001  (no such collection yet: nothing synced into it)
+                    log.debug("no source summary of %s: %s", collection, exc)
+                    continue
+                for source_id, count in counts.items():
+                    # A source counts in the collection it writes; leftovers elsewhere are not its documents.
+                    if self.backend.catalog.collection_of(source_id) == collection or source_id not in summary:
+                        summary[source_id] = count
+            self.summary = summary
             self._summary_at = time.monotonic()
         return self.summary
 

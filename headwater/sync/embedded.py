@@ -28,19 +28,29 @@ def open_engine(settings: Settings, progress: Progress | None = None,
         dense = Lazy(lambda: DenseEmbedder(settings.dense_model_dir, threads, int8=settings.dense_int8,
                                             cache_dir=settings.onnx_cache_dir))
         sparse = Lazy(lambda: SpladeEncoder(settings.sparse_model_dir, threads, settings.onnx_cache_dir))
-        store = open_store(settings, dense_model=dense_identity(settings.dense_model_dir, settings.dense_int8),
-                                          sparse_model=sparse_identity(settings.sparse_model_dir), observers=observers)
-        index = None
-        if not settings.is_remote:
-            # Opened when a pass has something to write (SyncEngine.apply) or a search needs it: an
-            # unchanged pass over 200,000 chunks must not spend seconds and hundreds of MB loading it.
-            directory = sparse_index_dir(settings)
-            index = Lazy(lambda: open_sparse_index(store, directory, save=True))
-            store.observers.append(lambda operation, ids, metadatas, embeddings:
-                                   index.written(operation, ids, metadatas, embeddings))
-        elif not settings.is_cloud:  # Chroma Cloud indexes the sparse vectors itself
-            _log_writes(settings, store)
-        yield SyncEngine(store, dense, sparse, settings, progress, sparse_index=index)
+        yield engine_for(settings, dense, sparse, progress, observers)
+
+
+def engine_for(settings: Settings, dense: DenseEmbedder | Lazy, sparse: SpladeEncoder | Lazy,
+               progress: Progress | None = None, observers: Sequence[WriteObserver] = ()) -> SyncEngine:
+    """A SyncEngine for settings.collection with these models; the caller holds the directory's lock.
+
+    One process can write several collections of its embedded directory (embedded serve, a source
+    per collection): each gets an engine of its own, all of them sharing the one lock and models.
+    """
+    store = open_store(settings, dense_model=dense_identity(settings.dense_model_dir, settings.dense_int8),
+                       sparse_model=sparse_identity(settings.sparse_model_dir), observers=observers)
+    index = None
+    if not settings.is_remote:
+        # Opened when a pass has something to write (SyncEngine.apply) or a search needs it: an
+        # unchanged pass over 200,000 chunks must not spend seconds and hundreds of MB loading it.
+        directory = sparse_index_dir(settings)
+        index = Lazy(lambda: open_sparse_index(store, directory, save=True))
+        store.observers.append(lambda operation, ids, metadatas, embeddings:
+                               index.written(operation, ids, metadatas, embeddings))
+    elif not settings.is_cloud:  # Chroma Cloud indexes the sparse vectors itself
+        _log_writes(settings, store)
+    return SyncEngine(store, dense, sparse, settings, progress, sparse_index=index)
 
 
 def _log_writes(settings: Settings, store: ChromaStore) -> None:

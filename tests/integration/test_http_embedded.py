@@ -307,3 +307,31 @@ def test_api_docs_work_offline_and_declare_the_bearer_token(serve):
     assert schema["paths"]["/api/v1/sources"]["get"]["security"] == [{"adminToken": []}]
     assert schema["paths"]["/webhooks/s3/{source_id}"]["post"]["security"] == [{"s3WebhookToken": []}]
     assert "security" not in schema["paths"]["/healthz"]["get"]
+
+
+@pytest.mark.timeout(300)
+def test_a_source_in_its_own_collection_is_synced_counted_and_searched(serve):
+    """One embedded directory holds many collections: a source that names its own is as much at home as the rest."""
+    folder = serve.work / "handbook"
+    folder.mkdir()
+    (folder / "leave.md").write_text("# Parental leave\n\nEmployees get sixteen weeks of parental leave.\n",
+                                     encoding="utf-8")
+    serve.api.post("/api/v1/sources", json=folder_source("handbook", folder, collection="handbook-docs")
+                   ).raise_for_status()
+    run = serve.api.post("/api/v1/sources/handbook/runs")
+    assert run.status_code == 202, run.text
+    assert serve.wait_for_run(run.json()["run_id"])["status"] == "complete"
+
+    wait_until(lambda: serve.api.get("/api/v1/sources/handbook").json()["documents"] == 1, 30, "the source's counts")
+    assert serve.api.get("/api/v1/sources/handbook").json()["chunks"] >= 1
+    hits = serve.api.get("/api/v1/search", params={"q": "parental leave", "source_id": "handbook"}).json()
+    assert hits and hits[0]["uri"] == "leave.md"
+    with httpx.Client(base_url=serve.url, timeout=60) as browser:
+        assert browser.post("/admin/login", data={"token": TOKEN, "next": "/admin"}).status_code == 303
+        page = browser.get("/admin/search", params={"q": "parental leave", "source_id": "handbook"})
+    assert page.status_code == 200 and "leave.md" in page.text
+    metrics = serve.api.get("/metrics").text
+    assert 'headwater_source_documents{source="handbook"} 1.0' in metrics
+    # The default collection holds none of it.
+    assert not [h for h in serve.api.get("/api/v1/search", params={"q": "parental leave"}).json()
+                if h["uri"] == "leave.md"]
