@@ -14,7 +14,9 @@ def with_progress(run: dict[str, Any], done: int | None = None, total: int | Non
     if done is None:
         done = sum(int(run.get(c, 0)) for c in ("indexed", "skipped", "failed"))
     finished = run["status"] in FINISHED
-    if finished:
+    if run["status"] in ("complete", "complete_with_errors"):
+        # Every document was dealt with, whatever the counters caught. A cancelled or failed run
+        # shows how far it got: a full bar there would say work was done that was not.
         done = max(done, total)
     run["progress"] = {"done": min(done, total) if total else done, "total": total}
     run["finished"] = finished

@@ -178,6 +178,7 @@ def test_cancel_stops_a_running_sync(serve):
     assert cancelled.status_code == 200, cancelled.text
     run = serve.wait_for_run(run_id, 120)
     assert run["status"] == "cancelled" and run["indexed"] < 400, run
+    assert run["progress"] == {"done": run["indexed"], "total": 400}, run  # how far it got, not a full bar
     assert serve.api.post(f"/api/v1/runs/{run_id}/cancel").status_code == 409
     assert serve.api.post("/api/v1/runs/does-not-exist/cancel").status_code == 404
     serve.api.delete("/api/v1/sources/large").raise_for_status()

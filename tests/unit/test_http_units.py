@@ -130,3 +130,12 @@ def test_wrong_logins_are_throttled_per_address():
         assert not auth.login_throttled("10.0.0.1")
         auth.login_failed("10.0.0.1")
     assert auth.login_throttled("10.0.0.1") and not auth.login_throttled("10.0.0.2")
+
+
+def test_a_cancelled_run_shows_how_far_it_got_and_a_complete_one_all_of_it():
+    from headwater.http.runs_view import with_progress
+
+    cancelled = with_progress({"status": "cancelled", "queued": 121, "indexed": 3, "skipped": 0, "failed": 0})
+    assert cancelled["progress"] == {"done": 3, "total": 121} and cancelled["finished"]
+    complete = with_progress({"status": "complete", "queued": 121, "indexed": 119, "skipped": 1, "failed": 0})
+    assert complete["progress"] == {"done": 121, "total": 121}
