@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import os
+import socket
+
 from headwater import queues as names
 from headwater.settings import Settings
 
 
-def run_worker(settings: Settings, queues: list[str], concurrency: int) -> None:
+def worker_name(name: str | None = None) -> str:
+    """NAME@HOST, unique per process by default: two workers on one host must not share a name, or the
+    fleet counts them as one and the loss of either goes unseen."""
+    if name and "@" in name:
+        return name
+    return f"{name or f'headwater-{os.getpid()}'}@{socket.gethostname()}"
+
+
+def run_worker(settings: Settings, queues: list[str], concurrency: int, name: str | None = None) -> None:
     """Serve these queues until stopped (blocks)."""
     from headwater.observability import setup
     from workers import celery_hooks
@@ -19,5 +30,5 @@ def run_worker(settings: Settings, queues: list[str], concurrency: int) -> None:
     unknown = sorted(set(queues) - set(names.ALL_QUEUES))
     if unknown:
         raise ValueError(f"unknown queues {', '.join(unknown)}; known: {', '.join(names.ALL_QUEUES)}")
-    create_app(settings).worker_main(["worker", "-Q", ",".join(queues), "-c", str(concurrency), "--loglevel", "INFO",
-                                      "--without-gossip", "--without-mingle"])
+    create_app(settings).worker_main(["worker", "-Q", ",".join(queues), "-c", str(concurrency), "-n", worker_name(name),
+                                      "--loglevel", "INFO", "--without-gossip", "--without-mingle"])

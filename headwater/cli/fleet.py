@@ -92,7 +92,10 @@ def fleet_watch(path: str, collection: str | None, source_id: str | None, includ
 
 
 def worker(queues: Annotated[Optional[str], typer.Option("--queues", help="Comma-separated queues (default: all).")] = None,
-           concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Processes.")] = 1) -> None:
+           concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Processes.")] = 1,
+           name: Annotated[Optional[str], typer.Option(
+               "--name", metavar="NAME", help="This worker's name, unique in the fleet (default: headwater-PID@HOST).")] = None
+           ) -> None:
     """Run a fleet worker: pulls work from Redis, writes to the Chroma server. Needs no inbound port
     (HEADWATER_METRICS_PORT opens one for Prometheus)."""
     from headwater import queues as names
@@ -102,7 +105,7 @@ def worker(queues: Annotated[Optional[str], typer.Option("--queues", help="Comma
     if not settings.is_remote:
         fail(ValueError("workers need a Chroma server: set HEADWATER_CHROMA_HOST (and HEADWATER_CHROMA_PORT)"))
     try:
-        run_worker(settings, queues.split(",") if queues else list(names.ALL_QUEUES), concurrency)
+        run_worker(settings, queues.split(",") if queues else list(names.ALL_QUEUES), concurrency, name)
     except ValueError as exc:
         fail(exc)
 

@@ -151,3 +151,37 @@ def test_schedules_come_back_after_redis_restarts_empty(fleet_serve):
                "beat's static entries restored")
     assert all(p.poll() is None for p in serve.fleet.processes.values())
     serve.api.delete("/api/v1/sources/resilient").raise_for_status()
+
+
+@pytest.mark.timeout(180)
+def test_two_workers_on_one_host_are_two_workers(fleet_serve):
+    """Each worker gets a name of its own by default, so the fleet counts it, and can see it go."""
+    serve = fleet_serve
+    second = serve.fleet.start_worker("worker-2")
+
+    def workers() -> set[str]:
+        return set(serve.api.get("/api/v1/queues").json()["headwater.fetch"]["workers"])
+
+    try:
+        wait_until(lambda: len(workers()) == 2, 60, "two workers serving the fetch queue")
+        assert all(name.startswith("headwater-") and "@" in name for name in workers())
+    finally:
+        second.terminate()
+        second.wait(timeout=60)
+    wait_until(lambda: len(workers()) == 1, 60, "one worker left")
+
+
+@pytest.mark.timeout(400)
+def test_a_source_in_its_own_collection_is_counted_and_searched_in_the_fleet(fleet_serve):
+    serve = fleet_serve
+    folder = serve.work / "leave-policy"
+    folder.mkdir()
+    (folder / "leave.md").write_text("# Parental leave\n\nEmployees get sixteen weeks of parental leave.\n",
+                                     encoding="utf-8")
+    serve.api.post("/api/v1/sources", json=folder_source("policy", folder, collection="policy-docs")).raise_for_status()
+    run = serve.wait_for_run(serve.api.post("/api/v1/sources/policy/runs").json()["run_id"], 300)
+    assert run["status"] == "complete", run
+    wait_until(lambda: serve.api.get("/api/v1/sources/policy").json()["documents"] == 1, 30, "the source's counts")
+    hits = serve.api.get("/api/v1/search", params={"q": "parental leave", "source_id": "policy"}).json()
+    assert hits and hits[0]["uri"] == "leave.md"
+    assert 'headwater_source_documents{source="policy"} 1.0' in serve.api.get("/metrics").text
