@@ -97,12 +97,13 @@ def login_page(request: Request, next: str = "/admin") -> Response:  # noqa: A00
 @router.post("/login")
 def login(request: Request, token: str = Form(""), next: str = Form("/admin")) -> Response:  # noqa: A002
     auth = _svc(request).auth
-    client = request.client.host if request.client else "?"
-    if auth.login_throttled(client):
-        return _render(request, "login.html", None, status_code=429, next="/admin",
-                       error="Too many wrong tokens from this address; wait a minute and try again.")
-    if not auth.token_matches(token):
-        auth.login_failed(client)
+    if not auth.token_matches(token):  # the right token always gets in, however many wrong ones came before
+        wait = auth.wrong_token("login", request)
+        if wait is not None:
+            response = _render(request, "login.html", None, status_code=429, next="/admin",
+                               error=f"Too many wrong tokens from this address; try again in {wait:.0f} seconds.")
+            response.headers["Retry-After"] = str(int(wait))
+            return response
         return _render(request, "login.html", None, status_code=401, error="That token is not valid.", next="/admin")
     target = next if next.startswith("/admin") and not next.startswith("/admin/login") else "/admin"
     response = RedirectResponse(target, status_code=303)

@@ -43,11 +43,11 @@ def is_fleet(settings: Settings) -> bool:
 def open_services(settings: Settings) -> Services:
     """Everything the routes use; raises (ChromaPathBusy, ValueError) before the app listens."""
     from headwater.http.auth import Auth
+    from headwater.http.throttle import FailureThrottle
     from headwater.http.sources import SourceCatalog
     from headwater.http.stats import Stats
     from headwater.store.source_store import SourceStore
 
-    auth = Auth(settings)
     store = SourceStore.from_settings(settings)
     if is_fleet(settings) and settings.database_url is None:
         log.warning("sources added through the API are kept in SQLite on this machine (%s); for a fleet set "
@@ -61,6 +61,8 @@ def open_services(settings: Settings) -> Services:
         from headwater.http.embedded_backend import EmbeddedBackend
 
         backend = EmbeddedBackend(settings, store, catalog)
+    # Wrong-token counts shared by every serve replica of a fleet (through its Redis).
+    auth = Auth(settings, FailureThrottle(backend.fleet.redis if is_fleet(settings) else None))
     stats = Stats(backend, settings.stats_interval_seconds)
     stats.start()
     return Services(settings, store, catalog, backend, auth, stats)

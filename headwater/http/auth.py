@@ -6,27 +6,22 @@ CSRF token and a fingerprint of the admin token, so rotating the token logs ever
 
 from __future__ import annotations
 
-import collections
 import hashlib
 import hmac
 import secrets
-import threading
-import time
 from typing import Any
 
 from fastapi import HTTPException, Request
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 
+from headwater.http.throttle import FailureThrottle
 from headwater.settings import Settings
 
 SESSION_COOKIE = "headwater_session"
-# Wrong logins allowed per client address in a sliding window before the login answers 429.
-LOGIN_FAILURES = 5
-LOGIN_WINDOW_SECONDS = 60.0
 
 
 class Auth:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, throttle: FailureThrottle | None = None) -> None:
         if settings.admin_token is None or len(settings.admin_token.get_secret_value()) < 16:
             raise ValueError("headwater serve needs HEADWATER_ADMIN_TOKEN (at least 16 characters; for example "
                              "`python -c 'import secrets; print(secrets.token_urlsafe(32))'`)")
@@ -37,25 +32,14 @@ class Auth:
         self._fingerprint = hmac.new(self._token, b"fingerprint", hashlib.sha256).hexdigest()[:16]
         self.max_age = settings.session_max_age_seconds
         self.secure = settings.session_cookie_secure
-        self._failures: dict[str, collections.deque[float]] = {}
-        self._failures_lock = threading.Lock()
+        self.throttle = throttle or FailureThrottle()
 
     def token_matches(self, candidate: str) -> bool:
         return hmac.compare_digest(candidate.encode("utf-8", "surrogateescape"), self._token)
 
-    def login_throttled(self, client: str) -> bool:
-        """Whether this address failed to log in too often lately (guessing a token takes many tries)."""
-        with self._failures_lock:
-            recent = self._failures.get(client)
-            while recent and recent[0] < time.monotonic() - LOGIN_WINDOW_SECONDS:
-                recent.popleft()
-            return bool(recent) and len(recent) >= LOGIN_FAILURES
-
-    def login_failed(self, client: str) -> None:
-        with self._failures_lock:
-            if len(self._failures) > 10_000:  # bounded memory under a spray of addresses
-                self._failures.clear()
-            self._failures.setdefault(client, collections.deque()).append(time.monotonic())
+    def wrong_token(self, kind: str, request: Request) -> float | None:
+        """Count a wrong token from this request's address; the seconds it must wait when over the limit."""
+        return self.throttle.failed(kind, request.client.host if request.client else "?")
 
     # API -------------------------------------------------------------------------------------
 
@@ -67,6 +51,10 @@ class Auth:
             raise HTTPException(401, "send the admin token as `Authorization: Bearer <token>`",
                                 headers={"WWW-Authenticate": "Bearer"})
         if not self.token_matches(value.strip()):
+            wait = self.wrong_token("bearer", request)
+            if wait is not None:
+                raise HTTPException(429, f"too many wrong tokens from this address; try again in {wait:.0f} s",
+                                    headers={"Retry-After": str(int(wait))})
             raise HTTPException(403, "the token is not valid")
 
     # Dashboard -------------------------------------------------------------------------------

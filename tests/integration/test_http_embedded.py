@@ -66,7 +66,7 @@ def test_health_is_open_and_every_other_route_needs_the_token(serve):
     folder = write_docs(serve.work / "unauthorised", 1, bad=False)
     refused = serve.anonymous.post("/api/v1/sources", json=folder_source("sneaky", folder),
                                    headers={"Authorization": "Bearer wrong-token-wrong-token"})
-    assert refused.status_code == 403
+    assert refused.status_code == 429 and int(refused.headers["retry-after"]) > 0  # the sixth wrong token in a minute
     assert "sneaky" not in sources(serve)
     assert serve.api.get("/api/v1/runs").json() == before_runs
     # The dashboard: pages send an anonymous browser to the login, actions are refused outright.
@@ -336,3 +336,20 @@ def test_a_source_in_its_own_collection_is_synced_counted_and_searched(serve):
     # The default collection holds none of it.
     assert not [h for h in serve.api.get("/api/v1/search", params={"q": "parental leave"}).json()
                 if h["uri"] == "leave.md"]
+
+
+
+@pytest.mark.timeout(180)
+def test_wrong_tokens_are_throttled_and_the_right_one_always_gets_in(tmp_path):
+    with ServeProcess(tmp_path, {"HEADWATER_CHROMA_PATH": str(tmp_path / "chroma")}) as server:
+        logins = [server.anonymous.post("/admin/login", data={"token": f"guess-{n}"}).status_code for n in range(7)]
+        assert logins == [401] * 5 + [429] * 2
+        throttled = server.anonymous.post("/admin/login", data={"token": "guess-8"})
+        assert "try again in" in throttled.text and int(throttled.headers["retry-after"]) > 0
+        with httpx.Client(base_url=server.url, timeout=60) as operator:  # behind a proxy: the same address
+            assert operator.post("/admin/login", data={"token": TOKEN}).status_code == 303
+            assert operator.get("/admin").status_code == 200
+        guesses = [server.anonymous.get("/api/v1/sources", headers={"Authorization": f"Bearer guess-{n}"}).status_code
+                   for n in range(7)]
+        assert guesses == [403] * 5 + [429] * 2
+        assert server.api.get("/api/v1/sources").status_code == 200

@@ -66,3 +66,4 @@ def test_a_source_without_a_schedule_has_no_entry(app):
     save_entry(app, _source(900), {"id": "docs"}, TARGET)
     save_entry(app, SourceConfig(id="docs", kind="folder", options={"path": "/srv/docs"}), {"id": "docs"}, TARGET)
     assert next_run_at(app, "docs") is None
+

@@ -122,14 +122,14 @@ def test_sessions_are_signed_and_die_with_the_token():
 
 
 @pytest.mark.timeout(10)
-def test_wrong_logins_are_throttled_per_address():
-    from headwater.http.auth import LOGIN_FAILURES
+def test_wrong_tokens_are_throttled_per_address_and_kind():
+    from headwater.http.throttle import FAILURES, FailureThrottle
 
-    auth = Auth(Settings(admin_token=SecretStr(TOKEN)))
-    for _ in range(LOGIN_FAILURES):
-        assert not auth.login_throttled("10.0.0.1")
-        auth.login_failed("10.0.0.1")
-    assert auth.login_throttled("10.0.0.1") and not auth.login_throttled("10.0.0.2")
+    throttle = FailureThrottle()
+    assert [throttle.failed("login", "10.0.0.1") for _ in range(FAILURES)] == [None] * FAILURES
+    wait = throttle.failed("login", "10.0.0.1")
+    assert wait is not None and 0 < wait <= 60
+    assert throttle.failed("login", "10.0.0.2") is None and throttle.failed("bearer", "10.0.0.1") is None
 
 
 def test_a_cancelled_run_shows_how_far_it_got_and_a_complete_one_all_of_it():
