@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path, PurePosixPath
 
 from connectors.base import DocumentStat, register_connector
-from connectors.globs import match as _match
+from connectors.globs import could_match_below, match as _match
 from headwater.errors import ListingError
 from headwater.models import DocumentChange, Op
 
@@ -115,7 +115,14 @@ class FolderConnector:
         return self._change_from_stat(st, uri)
 
     def wants_dir(self, uri: str) -> bool:
-        return not any(_match(uri, p) or _match(uri + "/", p) for p in self.exclude)
+        """Whether the listing enters this directory: not excluded, and an include glob could match below it.
+
+        A directory no include can reach is never read, so an unreadable one there (a lost+found, a
+        mount without permission) cannot stop the pass, and `include = ["docs/**"]` never walks the rest.
+        """
+        if any(_match(uri, p) or _match(uri + "/", p) for p in self.exclude):
+            return False
+        return any(could_match_below(uri + "/", p) for p in self.include)
 
     def _change_for(self, path: Path, uri: str) -> DocumentChange | None:
         try:

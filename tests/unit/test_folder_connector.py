@@ -57,3 +57,21 @@ def test_registry_builds_folders_and_refuses_duplicates(tmp_path):
         register_connector("folder", FolderConnector)
     with pytest.raises(ValueError, match="unknown source kind"):
         build_connector("ftp", "s")
+
+
+def test_the_listing_never_enters_a_directory_no_include_can_reach(tmp_path):
+    """So an unreadable directory that the globs cannot reach (a lost+found, say) cannot stop the pass."""
+    import sys
+
+    scanned: list[str] = []
+    sys.addaudithook(lambda event, args: scanned.append(str(args[0])) if event == "os.scandir" else None)
+    (tmp_path / "docs" / "api").mkdir(parents=True)
+    (tmp_path / "docs" / "api" / "index.md").write_text("# API")
+    (tmp_path / "secrets").mkdir()
+    (tmp_path / "secrets" / "key.md").write_text("# private")
+    connector = FolderConnector("s", tmp_path, include=["docs/**/*.md"])
+    assert [c.uri for c in connector.list_documents()] == ["docs/api/index.md"]
+    assert str(tmp_path / "docs" / "api") in scanned and str(tmp_path / "secrets") not in scanned
+    assert FolderConnector("s", tmp_path, include=["*.md"]).wants_dir("secrets")  # * spans directories
+    assert FolderConnector("s", tmp_path, include=["**/key.md"]).wants_dir("secrets")
+    assert FolderConnector("s", tmp_path, include=["secrets/key.md"]).wants_dir("secrets")
