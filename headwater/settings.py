@@ -96,8 +96,12 @@ class Settings(BaseSettings):
     retry_backoff_max_seconds: float = Field(default=60.0, gt=0)
     # A running step renews its lease every lease_seconds/4; a lease not renewed for lease_seconds
     # means its worker is gone, and the sweeper (every sweep_interval_seconds) runs the step again.
-    lease_seconds: float = Field(default=60.0, ge=1)
-    sweep_interval_seconds: float = Field(default=30.0, gt=0)
+    # A whole worker lost is so re-driven within lease + sweep interval (20 s). The Redis cost is
+    # one ZADD per running step every lease/4 and one ZRANGEBYSCORE per sweep: a few commands a
+    # second for a fleet of dozens of workers. A step stalled longer than the lease (a pause that
+    # holds the GIL for 15 s) runs twice; its second run finds the first one's commit and stops.
+    lease_seconds: float = Field(default=15.0, ge=1)
+    sweep_interval_seconds: float = Field(default=5.0, gt=0)
     # A step queued but not started this long is sent again (doubling up to 16x): covers a message
     # lost between a transition and its send. A duplicate finds the step done or held and stops.
     redrive_after_seconds: float = Field(default=120.0, ge=1)

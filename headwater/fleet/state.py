@@ -519,5 +519,13 @@ class StateMachine:
         return Moved.parse(self._discover(args=[keys.PREFIX, keys.member(run_id, FETCH, parent), token, run_id,
                                                 parent, time.time(), self.queued, max_pages, max_depth, *pairs]))
 
+    def stalled(self, run_id: str) -> list[tuple[str, str, float]]:
+        """(step, uri, when its lease expired) of the run's steps whose holder stopped renewing (a lost worker)."""
+        prefix = run_id + keys.SEP
+        return [(*keys.split_member(member)[1:], float(score))
+                for member, score in ((_text(m), s) for m, s in
+                                      self.redis.zrangebyscore(keys.LEASES, "-inf", time.time(), withscores=True))
+                if member.startswith(prefix)]
+
     def expired(self, limit: int = 1000) -> list[str]:
         return [_text(m) for m in self.redis.zrangebyscore(keys.LEASES, "-inf", time.time(), start=0, num=limit)]

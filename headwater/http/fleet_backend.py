@@ -116,7 +116,15 @@ class FleetBackend:
 
     def get_run(self, run_id: str) -> dict[str, Any] | None:
         run = self.fleet.runs.get(run_id)
-        return None if run is None else with_progress(run.to_json())
+        if run is None:
+            return None
+        view = with_progress(run.to_json())
+        if not view["finished"]:
+            # Steps whose worker stopped renewing their lease (it died): the sweeper runs them again.
+            every = self.settings.sweep_interval_seconds
+            view["stalled"] = [{"step": step, "uri": uri, "lease_expired_at": at, "redrive_by": at + every}
+                               for step, uri, at in self.fleet.state.stalled(run_id)]
+        return view
 
     def list_runs(self, limit: int = 50, source_id: str | None = None) -> list[dict[str, Any]]:
         return [with_progress(r.to_json()) for r in self.fleet.runs.list(limit, source_id)]

@@ -299,3 +299,20 @@ def test_one_run_at_a_time_works_on_a_document(client):
     sm.commit(first, FETCH, "a.md", "t1", "unchanged")  # the first run's document ends
     assert sm.acquire(second, FETCH, "a.md", "t3").status == "ok"
     assert sm.claim_document(second, "a.md", claim, 60)
+
+
+def test_a_step_whose_holder_stopped_renewing_shows_as_stalled_until_re_driven(client):
+    run_id = listed_run(client, ["a", "b"])
+    sm = machine(client, lease_seconds=1)
+    assert sm.acquire(run_id, FETCH, "a", "t-lost").status == "ok"  # its worker dies holding it
+    assert sm.acquire(run_id, FETCH, "b", "t-alive").status == "ok"
+    assert sm.stalled(run_id) == []  # within the lease: nobody can tell yet
+    time.sleep(1.2)
+    sm.renew("t-alive", [keys.member(run_id, FETCH, "b")])  # a live worker keeps renewing
+    stalled = sm.stalled(run_id)
+    assert [(step, uri) for step, uri, _ in stalled] == [(FETCH, "a")]
+    assert time.time() - 2 < stalled[0][2] <= time.time()
+    assert sm.stalled("another-run") == []
+    for lease in sm.expired():
+        sm.redrive(lease, 30)
+    assert sm.stalled(run_id) == []  # re-driven: a deadline in the future again

@@ -139,3 +139,18 @@ def test_a_cancelled_run_shows_how_far_it_got_and_a_complete_one_all_of_it():
     assert cancelled["progress"] == {"done": 3, "total": 121} and cancelled["finished"]
     complete = with_progress({"status": "complete", "queued": 121, "indexed": 119, "skipped": 1, "failed": 0})
     assert complete["progress"] == {"done": 121, "total": 121}
+
+
+def test_the_run_page_says_which_steps_a_lost_worker_held_and_when_they_run_again():
+    from headwater.http.admin import templates
+    from headwater.http.runs_view import with_progress
+
+    run = with_progress({"id": "r1", "source_id": "docs", "kind": "full", "status": "running", "started_at": 1.0,
+                         "finished_at": None, "queued": 10, "indexed": 4, "skipped": 0, "failed": 0, "errors": {}})
+    run["stalled"] = [{"step": "parse", "uri": "big.pdf", "lease_expired_at": 1_800_000_000.0,
+                       "redrive_by": 1_800_000_005.0}]
+    html = templates.get_template("_run.html").render(run=run, session={"csrf": "x"})
+    assert "1 step held by a lost worker" in html and "big.pdf" in html
+    assert "2027-01-15" in html  # the re-drive time, in UTC
+    del run["stalled"]
+    assert "lost worker" not in templates.get_template("_run.html").render(run=run, session={"csrf": "x"})
