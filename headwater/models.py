@@ -13,6 +13,17 @@ class Op(str, Enum):
     DELETE = "delete"
 
 
+class Trigger(str, Enum):
+    """What started a run, in both modes: the operator sees why a run happened."""
+
+    MANUAL = "manual"  # the API, the dashboard or `headwater sync`
+    SCHEDULE = "schedule"
+    RETRY = "retry"
+    WEBHOOK = "webhook"  # a GitHub push
+    S3_EVENT = "s3-event"  # an S3 event notification (webhook or SQS)
+    WATCH = "watch"  # `headwater watch`: filesystem or queue events
+
+
 @dataclass(frozen=True)
 class DocumentChange:
     """What a connector saw change: a document to (re)index or to remove. It never carries content."""

@@ -68,7 +68,8 @@ def busy_run(runs: list[Any]) -> Any | None:
     return next((r for r in runs if not r.status.finished), None)
 
 
-def start_unless_busy(fleet: Any, spec: dict[str, Any], target: Any, *, allow_mass_delete: bool = False) -> tuple[str | None, str | None]:
+def start_unless_busy(fleet: Any, spec: dict[str, Any], target: Any, *, allow_mass_delete: bool = False,
+                      trigger: Any = "manual") -> tuple[str | None, str | None]:
     """Queue a full run of the source unless it has an unfinished one: (new run id, None) or (None, busy run id).
 
     A non-blocking Redis lock covers the check and the creation, so a scheduled trigger and a
@@ -86,7 +87,7 @@ def start_unless_busy(fleet: Any, spec: dict[str, Any], target: Any, *, allow_ma
         busy = busy_run(fleet.runs.list(200, source_id))
         if busy is not None:
             return None, busy.id
-        return enqueue_sync(fleet, spec, target, allow_mass_delete=allow_mass_delete), None
+        return enqueue_sync(fleet, spec, target, allow_mass_delete=allow_mass_delete, trigger=trigger), None
     finally:
         release_quietly(lock, f"the trigger of {source_id}")
 

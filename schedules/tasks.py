@@ -10,6 +10,7 @@ from celery import shared_task
 
 from headwater.fleet.context import Fleet
 from headwater.fleet.runs import Target
+from headwater.models import Trigger
 from headwater.settings import load_settings
 from schedules.source_schedules import SCHEDULED_SYNC, start_unless_busy
 from workers.sending import sender
@@ -24,7 +25,7 @@ def _fleet() -> Fleet:
 
 @shared_task(name=SCHEDULED_SYNC, acks_late=True, ignore_result=True)
 def scheduled_sync(spec: dict[str, Any], target: dict[str, str]) -> str | None:
-    run_id, busy = start_unless_busy(_fleet(), spec, Target(**target))
+    run_id, busy = start_unless_busy(_fleet(), spec, Target(**target), trigger=Trigger.SCHEDULE)
     if run_id is None:
         log.info("scheduled run of %s skipped: run %s has not finished", spec["id"], busy)
     else:

@@ -18,7 +18,8 @@ RunArg = Annotated[str, typer.Argument(help="A run id (or a unique prefix of one
 
 
 def _queue_full_run(path: str, collection: str | None, source_id: str | None, include: list[str] | None,
-                    exclude: list[str] | None, allow_mass_delete: bool, **event_options: Any) -> tuple[Any, Any, dict, Any, str]:
+                    exclude: list[str] | None, allow_mass_delete: bool, trigger: str = "manual",
+                    **event_options: Any) -> tuple[Any, Any, dict, Any, str]:
     from workers.sending import fleet_client
     from headwater.fleet.context import local_target
     from headwater.fleet.enqueue import enqueue_sync
@@ -31,7 +32,7 @@ def _queue_full_run(path: str, collection: str | None, source_id: str | None, in
     if hasattr(connector, "pinned_to_head"):  # a git source: the run reads the branch's newest commit
         connector = connector.pinned_to_head()
     spec = connector.spec()
-    run_id = enqueue_sync(fleet, spec, target, allow_mass_delete=allow_mass_delete)
+    run_id = enqueue_sync(fleet, spec, target, allow_mass_delete=allow_mass_delete, trigger=trigger)
     if getattr(connector, "cursor", None):
         from headwater.store.source_cursors import CursorStore
 
@@ -61,9 +62,11 @@ def fleet_watch(path: str, collection: str | None, source_id: str | None, includ
                 exclude: list[str] | None, queue_url: str | None = None) -> None:
     """Queue a full run, then forward each change to the fleet as a live change (this process only enqueues)."""
     from headwater.fleet.enqueue import enqueue_changes, enqueue_sync
+    from headwater.models import Trigger
 
     try:
         fleet, connector, spec, target, run_id = _queue_full_run(path, collection, source_id, include, exclude, False,
+                                                                 trigger=Trigger.WATCH,
                                                                  queue_url=queue_url)
     except (HeadwaterError, ValueError) as exc:
         fail(exc)
@@ -71,7 +74,8 @@ def fleet_watch(path: str, collection: str | None, source_id: str | None, includ
 
     def forward(changes: list | None) -> None:
         # Returns once the run is in Redis: only then may an acknowledged source forget the events.
-        queued = enqueue_sync(fleet, spec, target) if changes is None else enqueue_changes(fleet, spec, target, changes)
+        queued = (enqueue_sync(fleet, spec, target, trigger=Trigger.WATCH) if changes is None
+                  else enqueue_changes(fleet, spec, target, changes, Trigger.WATCH))
         if queued:
             what = "a full run" if changes is None else f"{len(changes)} changes"
             out.print(f"queued run {queued} ({what})")

@@ -7,7 +7,7 @@ from typing import Any
 
 from headwater.fleet.context import Fleet
 from headwater.fleet.runs import Target
-from headwater.models import DocumentChange, Op
+from headwater.models import DocumentChange, Op, Trigger
 from headwater import queues as names
 
 
@@ -18,12 +18,14 @@ def _create(fleet: Fleet, spec: dict[str, Any], target: Target, kind: str, **opt
     return run.id
 
 
-def enqueue_sync(fleet: Fleet, spec: dict[str, Any], target: Target, *, allow_mass_delete: bool = False) -> str:
+def enqueue_sync(fleet: Fleet, spec: dict[str, Any], target: Target, *, allow_mass_delete: bool = False,
+                 trigger: Trigger = Trigger.MANUAL) -> str:
     """A full run: list the source, change what differs, delete what is gone. Returns the run id."""
-    return _create(fleet, spec, target, "full", allow_mass_delete=allow_mass_delete)
+    return _create(fleet, spec, target, "full", allow_mass_delete=allow_mass_delete, trigger=trigger)
 
 
-def enqueue_changes(fleet: Fleet, spec: dict[str, Any], target: Target, changes: list[DocumentChange]) -> str | None:
+def enqueue_changes(fleet: Fleet, spec: dict[str, Any], target: Target, changes: list[DocumentChange],
+                    trigger: Trigger = Trigger.S3_EVENT) -> str | None:
     """Live changes (one uri upserted or deleted each), without a listing.
 
     A change is accepted only if it is newer (by its order key) than every change of its uri
@@ -34,7 +36,7 @@ def enqueue_changes(fleet: Fleet, spec: dict[str, Any], target: Target, changes:
     accepted = [c for c in newest_per_uri(changes) if fleet.runs.accept_live(spec["id"], c)]
     if not accepted:
         return None
-    return _create(fleet, spec, target, "live", changes=accepted)
+    return _create(fleet, spec, target, "live", changes=accepted, trigger=trigger)
 
 
 def newest_per_uri(changes: list[DocumentChange]) -> list[DocumentChange]:
@@ -57,9 +59,9 @@ def retry_run(fleet: Fleet, run_id: str) -> str:
         raise ValueError(f"run {run_id} is still {run.status.value}; retry it once it has finished")
     spec = fleet.runs.spec(run_id)
     if "(source)" in run.errors or run.kind == "full" and run.status.value == "failed":
-        return enqueue_sync(fleet, spec, run.target, allow_mass_delete=run.allow_mass_delete)
+        return enqueue_sync(fleet, spec, run.target, allow_mass_delete=run.allow_mass_delete, trigger=Trigger.RETRY)
     failed = [uri for uri in run.errors if uri != "(source)"]
     if not failed:
         raise ValueError(f"run {run_id} has no failed documents to retry")
     changes = [DocumentChange(run.source_id, uri, Op.UPSERT) for uri in failed]
-    return _create(fleet, spec, run.target, "retry", changes=changes)
+    return _create(fleet, spec, run.target, "retry", changes=changes, trigger=Trigger.RETRY)

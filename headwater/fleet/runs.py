@@ -21,7 +21,7 @@ from typing import Any
 
 from headwater.errors import RunDataMissing
 from headwater.fleet import keys
-from headwater.models import DocumentChange
+from headwater.models import DocumentChange, Trigger
 
 COUNTERS = ("scanned", "unchanged", "queued", "indexed", "skipped", "deleted", "failed")
 
@@ -62,13 +62,15 @@ class Run:
     counters: dict[str, int] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
     allow_mass_delete: bool = False
+    trigger: str = Trigger.MANUAL.value
+    notes: dict[str, str] = field(default_factory=dict)  # skipped documents -> why
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "source_id": self.source_id, "seq": self.seq, "kind": self.kind,
+        return {"id": self.id, "source_id": self.source_id, "seq": self.seq, "kind": self.kind, "trigger": self.trigger,
                 "status": self.status.value, "created_at": self.created_at, "started_at": self.started_at,
                 "finished_at": self.finished_at, "collection": self.target.collection,
                 "dense_model": self.target.dense_model, "sparse_model": self.target.sparse_model,
-                **{c: self.counters.get(c, 0) for c in COUNTERS}, "errors": self.errors}
+                **{c: self.counters.get(c, 0) for c in COUNTERS}, "errors": self.errors, "notes": self.notes}
 
 
 # Claim a document for a run unless a newer run of the same source already wrote it.
@@ -120,7 +122,7 @@ class RunStore:
 
     def create(self, source_id: str, spec: dict[str, Any], target: Target, *, kind: str = "full", window: int = 32,
                allow_mass_delete: bool = False, changes: list[DocumentChange] | None = None,
-               list_deadline: float | None = None) -> Run:
+               list_deadline: float | None = None, trigger: Trigger = Trigger.MANUAL) -> Run:
         """A new pending run with its source spec (and, for live runs, its documents) and its first lease.
 
         Everything is written in one transaction, so a run either exists with a lease that the
@@ -128,10 +130,11 @@ class RunStore:
         """
         seq = int(self.redis.incr(keys.source(source_id, "seq")))
         run = Run(id=uuid.uuid4().hex, source_id=source_id, seq=seq, kind=kind, status=RunStatus.PENDING,
-                  created_at=time.time(), target=target, allow_mass_delete=allow_mass_delete)
+                  created_at=time.time(), target=target, allow_mass_delete=allow_mass_delete, trigger=Trigger(trigger).value)
         pipe = self.redis.pipeline(transaction=True)
         pipe.hset(keys.run(run.id), mapping={
-            "id": run.id, "source_id": source_id, "seq": seq, "kind": kind, "status": run.status.value,
+            "id": run.id, "source_id": source_id, "seq": seq, "kind": kind, "trigger": run.trigger,
+            "status": run.status.value,
             "created_at": run.created_at, "collection": target.collection, "dense_model": target.dense_model,
             "sparse_model": target.sparse_model, "window": window, "listed": 0,
             "allow_mass_delete": int(allow_mass_delete), **{c: 0 for c in COUNTERS}})
@@ -156,7 +159,7 @@ class RunStore:
         pipe = self.redis.pipeline()
         for run_id in stale:
             pipe.delete(*(keys.run(run_id, part) for part in
-                          ("", "source", "docs", "changes", "todo", "active", "gone", "errors", "claims", "depth")))
+                          ("", "source", "docs", "changes", "todo", "active", "gone", "errors", "notes", "claims", "depth")))
         pipe.zrem(keys.source(source_id, "runs"), *stale)
         pipe.zrem(keys.ALL_RUNS, *stale)
         pipe.execute()
@@ -170,7 +173,8 @@ class RunStore:
                    target=Target(data.get("collection", ""), data.get("dense_model", ""), data.get("sparse_model", "")),
                    started_at=_float(data.get("started_at")), finished_at=_float(data.get("finished_at")),
                    counters={c: int(data.get(c, 0)) for c in COUNTERS}, errors=self.errors(run_id),
-                   allow_mass_delete=data.get("allow_mass_delete") == "1")
+                   allow_mass_delete=data.get("allow_mass_delete") == "1",
+                   trigger=data.get("trigger", Trigger.MANUAL.value), notes=self.notes(run_id))
 
     def status(self, run_id: str) -> RunStatus | None:
         raw = self.redis.hget(keys.run(run_id), "status")
@@ -178,6 +182,10 @@ class RunStore:
 
     def errors(self, run_id: str) -> dict[str, str]:
         return {_text(k): _text(v) for k, v in self.redis.hgetall(keys.run(run_id, "errors")).items()}
+
+    def notes(self, run_id: str) -> dict[str, str]:
+        """Why documents that did not fail ended as they did (a skipped one's reason)."""
+        return {_text(k): _text(v) for k, v in self.redis.hgetall(keys.run(run_id, "notes")).items()}
 
     def states(self, run_id: str) -> dict[str, str]:
         """uri -> state of every document the run knows."""

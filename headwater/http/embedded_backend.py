@@ -18,7 +18,7 @@ from typing import Any
 from headwater.errors import HeadwaterError
 from headwater.http.runs_view import with_progress
 from headwater.http.sources import SourceCatalog, build_source_connector
-from headwater.models import DocumentChange, Op
+from headwater.models import DocumentChange, Op, Trigger
 from headwater.settings import Settings
 from headwater.store.source_store import RunRow, SourceStore
 
@@ -131,7 +131,7 @@ class EmbeddedBackend:
     # Runs ------------------------------------------------------------------------------------
 
     def trigger(self, source: Any, *, allow_mass_delete: bool = False, kind: str = "full",
-                uris: list[str] | None = None) -> tuple[str | None, str | None]:
+                uris: list[str] | None = None, started_by: Trigger = Trigger.MANUAL) -> tuple[str | None, str | None]:
         """Queue a run of the source unless it has an unfinished one: (run id, None) or (None, busy run id)."""
         with self._lock:
             busy = next((r for r in self._pending.values() if r.source_id == source.id and r.kind != "live"), None)
@@ -139,7 +139,7 @@ class EmbeddedBackend:
                 return None, busy.run_id
             live = _Live(uuid.uuid4().hex, source.id, kind, uris, allow_mass_delete)
             self.store.save_run(RunRow(id=live.run_id, source_id=source.id, kind=kind, status="pending",
-                                       created_at=time.time(), counters={}, errors={}))
+                                       created_at=time.time(), counters={}, errors={}, trigger=Trigger(started_by).value))
             self._pending[live.run_id] = live
         self._queue.put(live)
         return live.run_id, None
@@ -149,7 +149,7 @@ class EmbeddedBackend:
         live = _Live(uuid.uuid4().hex, source.id, "live", changes=list(changes))
         with self._lock:
             self.store.save_run(RunRow(id=live.run_id, source_id=source.id, kind="live", status="pending",
-                                       created_at=time.time(), counters={}, errors={}))
+                                       created_at=time.time(), counters={}, errors={}, trigger=Trigger.S3_EVENT.value))
             self._pending[live.run_id] = live
         self._queue.put(live)
         return live.run_id
@@ -170,7 +170,7 @@ class EmbeddedBackend:
         live = _Live(uuid.uuid4().hex, source.id, "push", job=job)
         with self._lock:
             self.store.save_run(RunRow(id=live.run_id, source_id=source.id, kind="push", status="pending",
-                                       created_at=time.time(), counters={}, errors={}))
+                                       created_at=time.time(), counters={}, errors={}, trigger=Trigger.WEBHOOK.value))
             self._pending[live.run_id] = live
         self._queue.put(live)
         return live.run_id
@@ -198,11 +198,11 @@ class EmbeddedBackend:
         if source is None:
             raise LookupError(f"source {row.source_id} no longer exists")
         if "(source)" in row.errors or row.status == "failed":
-            return self.trigger(source)
+            return self.trigger(source, started_by=Trigger.RETRY)
         failed = sorted(row.errors)
         if not failed:
             raise ValueError(f"run {run_id} has no failed documents to retry")
-        return self.trigger(source, kind="retry", uris=failed)
+        return self.trigger(source, kind="retry", uris=failed, started_by=Trigger.RETRY)
 
     def get_run(self, run_id: str) -> dict[str, Any] | None:
         row = self.store.get_run(run_id)
@@ -212,12 +212,13 @@ class EmbeddedBackend:
         return [self._view(row) for row in self.store.list_runs(limit, source_id)]
 
     def _view(self, row: RunRow) -> dict[str, Any]:
-        run = {"id": row.id, "source_id": row.source_id, "kind": row.kind, "status": row.status,
+        run = {"id": row.id, "source_id": row.source_id, "kind": row.kind, "trigger": row.trigger or "manual",
+               "status": row.status,
                "created_at": row.created_at, "started_at": row.started_at, "finished_at": row.finished_at,
                "collection": self.settings.collection,
                **{c: int(row.counters.get(c, 0)) for c in ("scanned", "unchanged", "queued", "indexed", "skipped",
                                                               "deleted", "failed")},
-               "errors": dict(row.errors)}
+               "errors": dict(row.errors), "notes": dict(row.notes or {})}
         live = self._pending.get(row.id)
         if live is not None and row.status == "running":
             run["queued"] = live.total
@@ -284,6 +285,7 @@ class EmbeddedBackend:
                             "unchanged": report.unchanged, "queued": live.total, "indexed": indexed,
                             "skipped": len(report.skipped), "deleted": report.deleted, "failed": len(report.failed)}
             row.errors = dict(report.failed)
+            row.notes = dict(report.skipped)
             row.status = "complete_with_errors" if report.failed else "complete"
         if row.status == "cancelled":
             row.counters = {"queued": live.total, "indexed": live.done}
@@ -324,7 +326,7 @@ class EmbeddedBackend:
                     continue
                 self._mark(source.id, spec, now)  # a missed period is dropped, never stacked
                 try:
-                    run_id, busy = self.trigger(source)
+                    run_id, busy = self.trigger(source, started_by=Trigger.SCHEDULE)
                 except ValueError as exc:
                     log.warning("scheduled run of %s not started: %s", source.id, exc)
                     continue

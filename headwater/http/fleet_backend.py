@@ -80,8 +80,9 @@ class FleetBackend:
     def live_changes(self, source: Any, changes: list[Any]) -> str | None:
         """Queue live changes (S3 events) for the workers; None when all were duplicates or stale."""
         from headwater.fleet.enqueue import enqueue_changes
+        from headwater.models import Trigger
 
-        return enqueue_changes(self.fleet, self._spec(source), self._target(source), changes)
+        return enqueue_changes(self.fleet, self._spec(source), self._target(source), changes, Trigger.S3_EVENT)
     def submit_push(self, source: Any, push: Any) -> None:
         """Fetch, diff and queue a git push in the background (the webhook has already been answered)."""
         self._pushes.submit(self._queue_push, source, push)

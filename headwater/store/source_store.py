@@ -57,6 +57,9 @@ class RunRow(Base):
     finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     counters: Mapped[dict] = mapped_column(JSON, default=dict)
     errors: Mapped[dict] = mapped_column(JSON, default=dict)
+    # Added after the first release: databases made before get them from _add_new_columns.
+    trigger: Mapped[str] = mapped_column(String(20), default="manual", server_default="manual")
+    notes: Mapped[dict | None] = mapped_column(JSON, nullable=True)  # skipped documents -> why
 
 
 class ScheduleMark(Base):
@@ -96,6 +99,24 @@ def _sqlite_write_ahead_log(connection: Any, _record: Any) -> None:
     cursor.close()
 
 
+def _add_new_columns(engine: Engine) -> None:
+    """Columns a later release added to an existing table (create_all makes new tables, never new columns)."""
+    from sqlalchemy import inspect, text
+
+    inspector = inspect(engine)
+    for table in Base.metadata.sorted_tables:
+        if not inspector.has_table(table.name):
+            continue
+        have = {column["name"] for column in inspector.get_columns(table.name)}
+        for column in table.columns:
+            if column.name in have:
+                continue
+            kind = column.type.compile(dialect=engine.dialect)
+            default = f" DEFAULT '{column.server_default.arg}'" if column.server_default is not None else ""
+            with engine.begin() as connection:
+                connection.execute(text(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind}{default}'))
+
+
 class SourceStore:
     """Sources and embedded runs; one engine per process, sessions per call."""
 
@@ -107,6 +128,7 @@ class SourceStore:
         if url.startswith("sqlite"):
             event.listen(self.engine, "connect", _sqlite_write_ahead_log)
         Base.metadata.create_all(self.engine)
+        _add_new_columns(self.engine)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
 
     @classmethod

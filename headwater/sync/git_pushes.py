@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from connectors.git import ZERO_COMMIT, GitConnector
-from headwater.models import DocumentChange
+from headwater.models import DocumentChange, Trigger
 from headwater.store.source_cursors import CursorStore
 
 log = logging.getLogger(__name__)
@@ -108,7 +108,7 @@ def sync_push_fleet(fleet: Any, target: Any, connector: GitConnector, cursors: C
             cursors.mark(connector.source_id, plan.reason)
         return None
     spec = plan.connector.spec()  # type: ignore[union-attr]
-    run_id = enqueue_sync(fleet, spec, target) if plan.kind == "full" else \
-        enqueue_changes(fleet, spec, target, plan.changes) if plan.changes else None
+    run_id = enqueue_sync(fleet, spec, target, trigger=Trigger.WEBHOOK) if plan.kind == "full" else \
+        enqueue_changes(fleet, spec, target, plan.changes, Trigger.WEBHOOK) if plan.changes else None
     cursors.set(connector.source_id, plan.commit)
     return run_id

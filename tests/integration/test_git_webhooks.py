@@ -109,7 +109,7 @@ def test_pushes_are_synced_replays_and_other_refs_ignored_force_push_reconciled(
     serve, repo = git_serve, git_serve.repo
     # The source was never synced: its first push reconciles the whole branch.
     run = push_and_wait(serve, repo, "0" * 40, repo.head())
-    assert run["status"] == "complete" and run["kind"] == "push", run
+    assert run["status"] == "complete" and run["kind"] == "push" and run["trigger"] == "webhook", run
     assert documents(serve, "handbook") == set(repo.files())
 
     repo.write("docs/tuning.md", "# Tuning\n\nSPLADE trades recall for index size.\n")  # add

@@ -62,7 +62,7 @@ def push_and_wait(serve, before: str, after: str, **flags) -> dict:
 def test_pushes_through_the_fleet_add_modify_delete_rename_and_force_push(fleet_git_serve):
     serve, repo, fleet = fleet_git_serve, fleet_git_serve.repo, fleet_git_serve.fleet
     run = push_and_wait(serve, "0" * 40, repo.head())  # never synced: a full run at the pushed commit
-    assert run["status"] == "complete" and run["kind"] == "full", run
+    assert run["status"] == "complete" and run["kind"] == "full" and run["trigger"] == "webhook", run
     assert fleet.documents(COLLECTION) == set(repo.files())
 
     repo.write("docs/tuning.md", "# Tuning\n\nSPLADE trades recall for index size.\n")
@@ -71,7 +71,7 @@ def test_pushes_through_the_fleet_add_modify_delete_rename_and_force_push(fleet_
     repo.move("docs/backup.md", "ops/backup.md")
     before, after = repo.commit_and_push("four kinds of change")
     run = push_and_wait(serve, before, after)
-    assert run["status"] == "complete" and run["kind"] == "live", run
+    assert run["status"] == "complete" and run["kind"] == "live" and run["trigger"] == "webhook", run
     assert run["indexed"] == 3 and run["deleted"] == 2, run  # the rename is a delete and an upsert here
     assert fleet.documents(COLLECTION) == set(repo.files()) == {"README.md", "docs/tuning.md", "ops/backup.md"}
     readme = [m for _, m in fleet.records(COLLECTION).values() if m["uri"] == "README.md"]
@@ -91,7 +91,7 @@ def test_pushes_through_the_fleet_add_modify_delete_rename_and_force_push(fleet_
     repo.write("docs/fixed.md", "# Fixed\n\nThe right change, force-pushed.\n")
     _, forced = repo.commit_and_push("rewritten", force=True)
     run = push_and_wait(serve, after, forced, forced=True)
-    assert run["status"] == "complete" and run["kind"] == "full", run
+    assert run["status"] == "complete" and run["kind"] == "full" and run["trigger"] == "webhook", run
     assert fleet.documents(COLLECTION) == set(repo.files())
     assert len(run_ids(serve)) == count + 1
 

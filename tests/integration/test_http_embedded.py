@@ -119,12 +119,14 @@ def test_source_crud_with_validation_and_write_only_secrets(serve):
 @pytest.mark.timeout(300)
 def test_trigger_then_failed_document_then_retry(serve):
     folder = write_docs(serve.work / "handbook", 4)
+    (folder / "empty.md").write_bytes(b"")
     assert serve.api.post("/api/v1/sources", json=folder_source("handbook", folder)).status_code == 201
     queued = serve.api.post("/api/v1/sources/handbook/runs")
     assert queued.status_code == 202, queued.text
     run = serve.wait_for_run(queued.json()["run_id"])
-    assert run["status"] == "complete_with_errors", run
-    assert run["indexed"] == 4 and run["failed"] == 1
+    assert run["status"] == "complete_with_errors" and run["trigger"] == "manual", run
+    assert run["indexed"] == 4 and run["failed"] == 1 and run["skipped"] == 1
+    assert run["skipped_documents"] == [{"uri": "empty.md", "reason": "empty file (0 bytes)"}]
     assert "not valid UTF-8" in run["errors"]["latin1.md"]
     failed = serve.api.get("/api/v1/sources/handbook/failed").json()
     assert failed["run_id"] == run["id"] and [d["uri"] for d in failed["documents"]] == ["latin1.md"]
@@ -135,7 +137,7 @@ def test_trigger_then_failed_document_then_retry(serve):
     retried = serve.api.post("/api/v1/sources/handbook/failed/retry")
     assert retried.status_code == 202, retried.text
     again = serve.wait_for_run(retried.json()["run_id"])
-    assert again["kind"] == "retry" and again["status"] == "complete" and again["indexed"] == 1, again
+    assert again["kind"] == "retry" and again["trigger"] == "retry" and again["status"] == "complete" and again["indexed"] == 1, again
     assert serve.api.get("/api/v1/sources/handbook/failed").json()["documents"] == []
     assert serve.api.post(f"/api/v1/runs/{again['id']}/retry").status_code == 409  # nothing left to retry
     assert serve.api.get("/api/v1/sources/handbook/documents").json()["total"] == 5
@@ -201,7 +203,7 @@ def test_a_source_added_through_the_api_is_scheduled_and_runs_never_overlap(serv
     for before, after in zip(finished, finished[1:]):
         assert after["started_at"] >= before["finished_at"], (before, after)
     assert finished[0]["indexed"] == 60 and all(r["status"] == "complete" for r in finished)
-    assert all(r["kind"] == "full" for r in finished)
+    assert all(r["kind"] == "full" and r["trigger"] == "schedule" for r in finished)
     count = len(runs())
     time.sleep(5)  # removed: no more runs
     assert len([r for r in runs() if r["created_at"] > time.time() - 3]) == 0 and len(runs()) <= count + 1

@@ -71,18 +71,21 @@ def test_auth_failures_change_nothing_and_sources_persist_in_postgres(fleet_serv
 def test_trigger_failed_document_retry_and_search_through_the_fleet(fleet_serve):
     serve = fleet_serve
     folder = write_docs(serve.work / "handbook", 4)
+    (folder / "empty.md").write_bytes(b"")
     serve.api.post("/api/v1/sources", json=folder_source("handbook", folder)).raise_for_status()
     queued = serve.api.post("/api/v1/sources/handbook/runs")
     assert queued.status_code == 202, queued.text
     run = serve.wait_for_run(queued.json()["run_id"], 300)
     assert run["status"] == "complete_with_errors" and run["indexed"] == 4, run
+    assert run["skipped"] == 1 and run["skipped_documents"] == [{"uri": "empty.md", "reason": "empty file (0 bytes)"}]
     assert "not valid UTF-8" in run["errors"]["latin1.md"]
     assert [d["uri"] for d in serve.api.get("/api/v1/sources/handbook/failed").json()["documents"]] == ["latin1.md"]
     (folder / "latin1.md").write_text("café au lait, now valid UTF-8\n", encoding="utf-8")
     retried = serve.api.post(f"/api/v1/runs/{run['id']}/retry")
     assert retried.status_code == 202, retried.text
     again = serve.wait_for_run(retried.json()["run_id"], 300)
-    assert again["status"] == "complete" and again["kind"] == "retry", again
+    assert again["status"] == "complete" and again["kind"] == "retry" and again["trigger"] == "retry", again
+    assert run["trigger"] == "manual"
     assert serve.api.get("/api/v1/sources/handbook/documents").json()["total"] == 5
     queues = serve.api.get("/api/v1/queues").json()
     assert set(queues) >= {"headwater.sync", "headwater.embed.dense"}

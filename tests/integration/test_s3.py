@@ -453,7 +453,8 @@ def test_watch_fleet_reflects_put_overwrite_copy_multipart_and_delete(aws, fleet
                    and "revision 2" in texts_by_uri(fleet.records(collection))["docs/first.md"], 120, "the live changes")
         s3.delete_object(Bucket=bucket, Key="docs/put.md")
         wait_until(lambda: fleet.documents(collection) == expected - {"docs/put.md"}, 120, "the delete")
-        assert {run.kind for run in fleet.client(collection).runs.list(50, "fleet-s3")} == {"full", "live"}
+        assert {(run.kind, run.trigger) for run in fleet.client(collection).runs.list(50, "fleet-s3")} == {
+            ("full", "watch"), ("live", "watch")}
     finally:
         watcher.send_signal(signal.SIGINT)
         output, _ = watcher.communicate(timeout=60)
