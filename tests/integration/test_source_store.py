@@ -47,3 +47,24 @@ def test_sources_and_runs_survive_a_new_store_on_the_same_database(store_url):
     assert reopened.delete_source("docs") and not reopened.delete_source("docs")
     assert reopened.list_sources() == []
     reopened.engine.dispose()
+
+
+@pytest.mark.timeout(60)
+def test_a_database_from_an_earlier_release_gains_the_new_run_columns(store_url):
+    """The run table before runs recorded their trigger and skipped documents: opening it adds the columns."""
+    from sqlalchemy import create_engine, text
+
+    old = create_engine(store_url)
+    with old.begin() as connection:
+        connection.execute(text(
+            "CREATE TABLE headwater_embedded_runs (id VARCHAR(64) PRIMARY KEY, source_id VARCHAR(200), "
+            "kind VARCHAR(20), status VARCHAR(40), created_at FLOAT, started_at FLOAT, finished_at FLOAT, "
+            "counters JSON, errors JSON)"))
+        connection.execute(text("INSERT INTO headwater_embedded_runs (id, source_id, kind, status, created_at, "
+                                "counters, errors) VALUES ('old', 'docs', 'full', 'complete', 1.0, '{}', '{}')"))
+    old.dispose()
+    store = SourceStore(store_url)
+    assert store.get_run("old").trigger == "manual" and store.get_run("old").notes is None
+    store.save_run(RunRow(id="new", source_id="docs", kind="full", status="complete", created_at=2.0, counters={},
+                          errors={}, trigger="schedule", notes={"empty.md": "empty file (0 bytes)"}))
+    assert SourceStore(store_url).get_run("new").notes == {"empty.md": "empty file (0 bytes)"}
