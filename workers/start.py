@@ -30,5 +30,9 @@ def run_worker(settings: Settings, queues: list[str], concurrency: int, name: st
     unknown = sorted(set(queues) - set(names.ALL_QUEUES))
     if unknown:
         raise ValueError(f"unknown queues {', '.join(unknown)}; known: {', '.join(names.ALL_QUEUES)}")
-    create_app(settings).worker_main(["worker", "-Q", ",".join(queues), "-c", str(concurrency), "-n", worker_name(name),
+    from workers import heartbeat
+
+    full_name = worker_name(name)
+    heartbeat.start(settings, full_name, queues, concurrency)
+    create_app(settings).worker_main(["worker", "-Q", ",".join(queues), "-c", str(concurrency), "-n", full_name,
                                       "--loglevel", "INFO", "--without-gossip", "--without-mingle"])

@@ -51,6 +51,7 @@ REDRIVES = PREFIX + "lease:redrives"
 WEIGHTS = PREFIX + "lease:weights"  # how much a batched step's document adds to its batch
 ALL_RUNS = PREFIX + "runs"
 SWEEP_LOCK = PREFIX + "sweep-lock"
+WORKERS = PREFIX + "workers"  # worker name -> its last heartbeat (headwater.fleet.worker_registry)
 EMBEDDED_TEXTS = PREFIX + "stats:embedded-texts"  # texts that went through a model, all runs, per side
 STAGE_SECONDS = PREFIX + "stats:stage-seconds"  # stage -> seconds workers spent in it (headwater.fleet.stage_costs)
 STAGE_DOCUMENTS = PREFIX + "stats:stage-documents"  # stage -> documents it handled
@@ -90,6 +91,11 @@ def vector_cache(model: str, content_hash: str) -> str:
 
 def crash_point(name: str) -> str:
     return f"{PREFIX}test:crash:{name}"
+
+
+def worker_steps(name: str) -> str:
+    """A worker's pool processes -> the step each is running."""
+    return f"{PREFIX}worker:{name}:steps"
 
 
 def member(run_id: str, step: str, uri: str = "") -> str:

@@ -142,7 +142,8 @@ def _sources(request: Request) -> list[dict[str, Any]]:
 
 def _live_context(request: Request) -> dict[str, Any]:
     svc = _svc(request)
-    return {"sources": _sources(request), "queues": svc.backend.queues(), "runs": svc.backend.list_runs(15)}
+    return {"sources": _sources(request), "queues": svc.backend.queues(), "runs": svc.backend.list_runs(15),
+            "workers": svc.backend.workers()}
 
 
 @router.get("", response_class=HTMLResponse)

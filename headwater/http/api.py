@@ -237,6 +237,12 @@ def queues(request: Request) -> dict[str, Any]:
     return services(request).backend.queues()
 
 
+@secured.get("/workers", summary="Workers: online, offline (heartbeat lost, with when last seen) or stopped, "
+                                   "with their queues, pool size and current steps")
+def workers(request: Request) -> list[dict[str, Any]]:
+    return services(request).backend.workers()
+
+
 @secured.get("/stats", summary="Chart data: documents per minute and queue depth over time")
 def stats(request: Request) -> dict[str, Any]:
     return services(request).stats.series()

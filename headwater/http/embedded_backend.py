@@ -389,5 +389,13 @@ class EmbeddedBackend:
             waiting = sum(1 for r in self._pending.values() if r is not self.current)
         return {"in-process": {"depth": waiting, "workers": ["serve (this process)"]}}
 
+    def workers(self) -> list[dict[str, Any]]:
+        """In-process: this serve's one sync thread."""
+        with self._lock:
+            current = self.current
+        steps = [{"task": "sync", "run_id": current.run_id, "since": None}] if current is not None else []
+        return [{"name": "serve (this process)", "state": "online", "queues": ["in-process"], "concurrency": 1,
+                 "started_at": None, "last_seen": time.time(), "current_steps": steps}]
+
     def documents_processed(self) -> int:
         return self.documents_done

@@ -218,5 +218,10 @@ class FleetBackend:
         self._workers, self._workers_at = {q: sorted(w) for q, w in by_queue.items()}, time.monotonic()
         return self._workers
 
+    def workers(self) -> list[dict[str, Any]]:
+        from headwater.fleet.worker_registry import WorkerRegistry
+
+        return WorkerRegistry(self.fleet.redis).workers()
+
     def documents_processed(self) -> int:
         return sum(r.counters.get(c, 0) for r in self.fleet.runs.list(500) for c in ("indexed", "skipped", "failed"))

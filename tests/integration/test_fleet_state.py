@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -316,3 +317,27 @@ def test_a_step_whose_holder_stopped_renewing_shows_as_stalled_until_re_driven(c
     for lease in sm.expired():
         sm.redrive(lease, 30)
     assert sm.stalled(run_id) == []  # re-driven: a deadline in the future again
+
+
+def test_the_worker_registry_says_who_is_online_what_each_runs_and_who_was_lost(client):
+    from headwater.fleet import worker_registry
+    from headwater.fleet.worker_registry import WorkerRegistry
+
+    registry = WorkerRegistry(client)
+    registry.heartbeat("headwater-1@a", ["headwater.fetch"], 2, 100.0)
+    registry.heartbeat("headwater-2@a", ["headwater.embed.dense"], 1, 100.0)
+    registry.step_started("headwater-1@a", 4242, "headwater.fetch_document", {"run_id": "r", "document": "a.md"})
+    listed = {w["name"]: w for w in registry.workers()}
+    assert listed["headwater-1@a"]["state"] == "online" and listed["headwater-1@a"]["concurrency"] == 2
+    assert [s["document"] for s in listed["headwater-1@a"]["current_steps"]] == ["a.md"]
+    registry.step_ended("headwater-1@a", 4242)
+    assert registry.workers()[0]["current_steps"] == []
+    registry.stopped("headwater-2@a")
+    # A heartbeat older than the offline limit: its worker is lost, shown with when it was last seen.
+    stale = json.loads(client.hget(keys.WORKERS, "headwater-1@a"))
+    stale["last_seen"] -= worker_registry.OFFLINE_AFTER_SECONDS + 1
+    client.hset(keys.WORKERS, "headwater-1@a", json.dumps(stale))
+    assert {w["name"]: w["state"] for w in registry.workers()} == {"headwater-1@a": "offline", "headwater-2@a": "stopped"}
+    stale["last_seen"] -= worker_registry.FORGET_AFTER_SECONDS
+    client.hset(keys.WORKERS, "headwater-1@a", json.dumps(stale))
+    assert [w["name"] for w in registry.workers()] == ["headwater-2@a"]  # forgotten after a day

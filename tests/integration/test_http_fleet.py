@@ -9,10 +9,11 @@ import subprocess
 import sys
 import time
 
+import httpx
 import pytest
 
 from tests.integration.fleet_harness import TEST_TIMING, FleetProcesses
-from tests.integration.http_harness import ServeProcess
+from tests.integration.http_harness import TOKEN, ServeProcess
 from tests.integration.postgres import postgres_database
 from tests.integration.test_http_embedded import SECRET_LOOKALIKE, folder_source, sources, write_docs
 from tests.services import chroma_server, redis_server, wait_until
@@ -156,22 +157,52 @@ def test_schedules_come_back_after_redis_restarts_empty(fleet_serve):
     serve.api.delete("/api/v1/sources/resilient").raise_for_status()
 
 
-@pytest.mark.timeout(180)
-def test_two_workers_on_one_host_are_two_workers(fleet_serve):
-    """Each worker gets a name of its own by default, so the fleet counts it, and can see it go."""
-    serve = fleet_serve
-    second = serve.fleet.start_worker("worker-2")
+@pytest.mark.timeout(240)
+def test_two_workers_on_one_host_are_two_and_a_lost_one_shows_offline(fleet_serve):
+    """Each worker gets a name of its own by default, so the fleet counts it, and sees it go."""
+    import os
+    import signal
 
-    def workers() -> set[str]:
+    serve = fleet_serve
+
+    def consumers() -> set[str]:
         return set(serve.api.get("/api/v1/queues").json()["headwater.fetch"]["workers"])
 
-    try:
-        wait_until(lambda: len(workers()) == 2, 60, "two workers serving the fetch queue")
-        assert all(name.startswith("headwater-") and "@" in name for name in workers())
-    finally:
-        second.terminate()
-        second.wait(timeout=60)
-    wait_until(lambda: len(workers()) == 1, 60, "one worker left")
+    def states() -> dict[str, str]:
+        return {w["name"]: w["state"] for w in serve.api.get("/api/v1/workers").json()}
+
+    wait_until(lambda: "online" in states().values(), 60, "the fleet's first worker")
+    original = {n for n, state in states().items() if state == "online"}
+    lost = serve.fleet.start_worker("worker-lost")
+    wait_until(lambda: len([n for n, state in states().items() if state == "online"]) == len(original) + 1, 60,
+               "the second worker's heartbeat")
+    (name,) = {n for n, state in states().items() if state == "online"} - original
+    assert name.startswith("headwater-") and "@" in name
+    # Celery's own view agrees (it caches for 10 s): two consumers of the fetch queue, not one.
+    wait_until(lambda: len(consumers()) == len(original) + 1, 60, "two workers serving the fetch queue")
+    record = next(w for w in serve.api.get("/api/v1/workers").json() if w["name"] == name)
+    assert record["concurrency"] == 1 and "headwater.fetch" in record["queues"]
+
+    os.killpg(lost.pid, signal.SIGKILL)  # the whole worker, as when its host goes
+    lost.wait(timeout=30)
+    wait_until(lambda: states().get(name) == "offline", 60, "the lost worker shown offline")
+    page = _dashboard(serve).get("/admin/fragments/live").text
+    assert name in page and "offline" in page and "last seen" in page
+
+    stopped = serve.fleet.start_worker("worker-stopped")
+    wait_until(lambda: len({n for n, state in states().items() if state == "online"} - original) == 1, 60,
+               "the third worker's heartbeat")
+    (third,) = {n for n, state in states().items() if state == "online"} - original
+    stopped.terminate()  # a deploy stopping it on purpose
+    stopped.wait(timeout=60)
+    wait_until(lambda: states().get(third) == "stopped", 30, "the stopped worker")
+    assert all(states()[w] == "online" for w in original)
+
+
+def _dashboard(serve) -> httpx.Client:
+    browser = httpx.Client(base_url=serve.url, timeout=60)
+    assert browser.post("/admin/login", data={"token": TOKEN, "next": "/admin"}).status_code == 303
+    return browser
 
 
 @pytest.mark.timeout(400)
