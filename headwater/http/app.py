@@ -46,6 +46,7 @@ def open_services(settings: Settings) -> Services:
     from headwater.http.throttle import FailureThrottle
     from headwater.http.sources import SourceCatalog
     from headwater.http.stats import Stats
+    from headwater.http.stats_history import DatabaseSampleHistory, RedisSampleHistory
     from headwater.store.source_store import SourceStore
 
     store = SourceStore.from_settings(settings)
@@ -63,7 +64,10 @@ def open_services(settings: Settings) -> Services:
         backend = EmbeddedBackend(settings, store, catalog)
     # Wrong-token counts shared by every serve replica of a fleet (through its Redis).
     auth = Auth(settings, FailureThrottle(backend.fleet.redis if is_fleet(settings) else None))
-    stats = Stats(backend, settings.stats_interval_seconds)
+    keep = 720  # an hour of samples at the default interval
+    history = (RedisSampleHistory(backend.fleet.redis, settings.stats_interval_seconds, keep) if is_fleet(settings)
+               else DatabaseSampleHistory(store, keep))
+    stats = Stats(backend, settings.stats_interval_seconds, keep, history)
     stats.start()
     return Services(settings, store, catalog, backend, auth, stats)
 

@@ -17,10 +17,11 @@ log = logging.getLogger("headwater.serve")
 class Stats:
     """A background sampler keeping the last hour; summaries (documents per source) are cached here too."""
 
-    def __init__(self, backend: Any, interval: float, keep: int = 720) -> None:
+    def __init__(self, backend: Any, interval: float, keep: int = 720, history: Any | None = None) -> None:
         self.backend = backend
         self.interval = interval
         self.samples: collections.deque[dict[str, Any]] = collections.deque(maxlen=keep)
+        self.history = history  # where samples outlive this process (headwater.http.stats_history)
         self.summary: dict[str, dict[str, int]] = {}
         self._summary_at = 0.0
         self._stop = threading.Event()
@@ -31,6 +32,11 @@ class Stats:
         self._thread = threading.Thread(target=self._loop, name="headwater-serve-stats", daemon=True)
 
     def start(self) -> None:
+        if self.history is not None:
+            try:
+                self.samples.extend(self.history.load())
+            except Exception as exc:  # noqa: BLE001  (the charts start empty rather than serve not start)
+                log.warning("chart history not loaded: %s", type(exc).__name__)
         self.sample()
         self._thread.start()
 
@@ -56,8 +62,14 @@ class Stats:
         except Exception as exc:  # noqa: BLE001  (a service blinked: skip one sample)
             log.warning("stats sample skipped: %s", type(exc).__name__)
             return
-        self.samples.append({"t": time.time(), "queues": {q: v["depth"] for q, v in queues.items()},
-                             "workers": {q: len(v["workers"]) for q, v in queues.items()}, "done": done})
+        sample = {"t": time.time(), "queues": {q: v["depth"] for q, v in queues.items()},
+                  "workers": {q: len(v["workers"]) for q, v in queues.items()}, "done": done}
+        self.samples.append(sample)
+        if self.history is not None:
+            try:
+                self.history.append(sample)
+            except Exception as exc:  # noqa: BLE001  (this sample stays in memory; the next one tries again)
+                log.warning("chart sample not kept: %s", type(exc).__name__)
 
     def source_summary(self, max_age: float = 10.0) -> dict[str, dict[str, int]]:
         """Documents and chunks per source, each from the collection it writes (cached; from the manifest, or

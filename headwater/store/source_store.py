@@ -72,6 +72,15 @@ class ScheduleMark(Base):
     period_started_at: Mapped[float] = mapped_column(Float)
 
 
+class StatsSample(Base):
+    """One sample of the dashboard's charts (queue depths, documents done), so a restart keeps the last hour."""
+
+    __tablename__ = "headwater_stats_samples"
+
+    t: Mapped[float] = mapped_column(Float, primary_key=True)
+    data: Mapped[dict] = mapped_column(JSON)
+
+
 class SourceExists(ValueError):
     pass
 
@@ -178,6 +187,22 @@ class SourceStore:
         with self.session() as s:
             s.execute(delete(ScheduleMark).where(ScheduleMark.source_id == source_id))
             return s.execute(delete(SourceRow).where(SourceRow.id == source_id)).rowcount > 0
+
+    # Chart samples ---------------------------------------------------------------------------
+
+    def save_sample(self, sample: dict[str, Any], keep: int) -> None:
+        """Keep this sample and the `keep` - 1 before it."""
+        with self.session() as s:
+            s.merge(StatsSample(t=sample["t"], data=sample))
+            cutoff = s.scalars(select(StatsSample.t).order_by(StatsSample.t.desc()).offset(keep).limit(1)).first()
+            if cutoff is not None:
+                s.execute(delete(StatsSample).where(StatsSample.t <= cutoff))
+
+    def samples(self, limit: int) -> list[dict[str, Any]]:
+        """The newest `limit` samples, oldest first."""
+        with self.session() as s:
+            rows = list(s.scalars(select(StatsSample).order_by(StatsSample.t.desc()).limit(limit)))
+        return [row.data for row in reversed(rows)]
 
     # Embedded schedules ----------------------------------------------------------------------
 

@@ -284,9 +284,15 @@ def test_a_restarted_serve_keeps_each_schedules_next_run(tmp_path):
                        ).raise_for_status()
         before = next_run(first)
         assert before == pytest.approx(time.time() + 3600, abs=30)
+        wait_until(lambda: len(first.api.get("/api/v1/stats").json()["queue_depth"]["in-process"]) >= 3, 30,
+                   "three chart samples")
     time.sleep(3)  # the restart takes longer than the tolerance below
+    restarted_at = time.time()
     with ServeProcess(tmp_path, env, "second") as second:
         assert next_run(second) == pytest.approx(before, abs=1.5)
+        # The charts still show the hour before the restart.
+        samples = second.api.get("/api/v1/stats").json()["queue_depth"]["in-process"]
+        assert sum(1 for point in samples if point["t"] < restarted_at) >= 3
         # Saving the source unchanged keeps the period too; a new interval starts one now.
         unchanged = {k: v for k, v in folder_source("hourly", folder, schedule_interval_seconds=3600).items() if k != "id"}
         second.api.put("/api/v1/sources/hourly", json=unchanged).raise_for_status()
