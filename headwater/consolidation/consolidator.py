@@ -163,6 +163,7 @@ class Consolidator:
         if dry_run or self.knowledge is None:
             return report
         self._apply(found, groups, existing, report)
+        kn.record_pass(self.knowledge, report.to_json())
         return report
 
     # Planning ----------------------------------------------------------------------------------

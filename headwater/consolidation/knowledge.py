@@ -59,6 +59,28 @@ def open_knowledge(client: Any, name: str, *, create: bool = True, models: dict[
                                            embedding_function=None)
 
 
+LAST_PASS = "last_pass"  # the knowledge collection's metadata key: when the last pass ended and what it did
+_PASS_SUMMARY = ("chunks", "candidate_pairs", "settled_in_stage1", "llm_pairs", "prompt_tokens", "completion_tokens",
+                 "written", "removed")
+
+
+def record_pass(collection: Any, report: dict[str, Any]) -> None:
+    """Keep when this pass ended and its counts with the knowledge itself, in every mode."""
+    import json
+    import time
+
+    summary = {"finished_at": time.time(), **{k: report.get(k, 0) for k in _PASS_SUMMARY}}
+    collection.modify(metadata={**(collection.metadata or {}), LAST_PASS: json.dumps(summary)})
+
+
+def last_pass(collection: Any) -> dict[str, Any] | None:
+    """What record_pass kept of the last pass, or None before the first."""
+    import json
+
+    raw = (collection.metadata or {}).get(LAST_PASS)
+    return json.loads(raw) if raw else None
+
+
 def stored_metadata(collection: Any) -> dict[str, dict[str, Any]]:
     """Every knowledge record's metadata, by id (small: one record per group, not per chunk)."""
     out: dict[str, dict[str, Any]] = {}

