@@ -36,7 +36,8 @@ def _source_view(svc: Any, source: Any) -> dict[str, Any]:
     view = source.to_json()
     runs = svc.backend.list_runs(1, source.id)
     view["last_run"] = runs[0] if runs else None
-    view["next_run_at"] = svc.backend.next_run_at(source.id)
+    view["schedule_paused_at"] = svc.store.paused_schedules().get(source.id)
+    view["next_run_at"] = None if view["schedule_paused_at"] else svc.backend.next_run_at(source.id)
     counts = svc.stats.source_summary().get(source.id, {})
     view["documents"], view["chunks"] = counts.get("documents", 0), counts.get("chunks", 0)
     return view
@@ -120,6 +121,24 @@ def trigger(request: Request, source_id: str, allow_mass_delete: bool = False) -
         return _queued(*svc.backend.trigger(source, allow_mass_delete=allow_mass_delete))
     except ValueError as exc:
         raise HTTPException(409, str(exc)) from None
+
+
+@secured.post("/sources/{source_id}/schedule/pause", summary="Pause the source's schedule (manual syncs still run)")
+def pause_schedule(request: Request, source_id: str) -> dict[str, Any]:
+    svc = services(request)
+    source = _source_or_404(svc, source_id)
+    svc.store.pause_schedule(source_id)
+    svc.backend.schedule_changed(source)
+    return _source_view(svc, source)
+
+
+@secured.post("/sources/{source_id}/schedule/resume", summary="Resume the source's schedule (a new period starts now)")
+def resume_schedule(request: Request, source_id: str) -> dict[str, Any]:
+    svc = services(request)
+    source = _source_or_404(svc, source_id)
+    svc.store.resume_schedule(source_id)
+    svc.backend.schedule_changed(source)
+    return _source_view(svc, source)
 
 
 @secured.get("/sources/{source_id}/documents", summary="Documents of a source in the collection, by uri")

@@ -307,12 +307,17 @@ class EmbeddedBackend:
                 continue
             now = time.time()
             known = set()
+            try:
+                paused = self.store.paused_schedules()
+            except Exception:  # noqa: BLE001  (the database blinked; try on the next tick)
+                log.exception("could not read paused schedules")
+                continue
             for source in sources:
                 try:
                     every = source_schedule(source.config)
                 except ValueError:
                     every = None
-                if every is None:
+                if every is None or source.id in paused:
                     continue
                 known.add(source.id)
                 spec = schedule_spec(source.config)

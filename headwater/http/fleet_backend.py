@@ -133,8 +133,11 @@ class FleetBackend:
     # Schedules -------------------------------------------------------------------------------
 
     def schedule_changed(self, source: Any) -> None:
-        from schedules.source_schedules import save_entry
+        from schedules.source_schedules import delete_entry, save_entry
 
+        if source.id in self.store.paused_schedules():
+            delete_entry(self.celery, source.id)
+            return
         target = self._target(source)
         save_entry(self.celery, source.config, self._spec(source),
                    {"collection": target.collection, "dense_model": target.dense_model,

@@ -72,6 +72,15 @@ class ScheduleMark(Base):
     period_started_at: Mapped[float] = mapped_column(Float)
 
 
+class PausedSchedule(Base):
+    """A source whose schedule an operator paused (declared or stored sources alike): no scheduled runs until resumed."""
+
+    __tablename__ = "headwater_paused_schedules"
+
+    source_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    paused_at: Mapped[float] = mapped_column(Float)
+
+
 class StatsSample(Base):
     """One sample of the dashboard's charts (queue depths, documents done), so a restart keeps the last hour."""
 
@@ -186,7 +195,23 @@ class SourceStore:
     def delete_source(self, source_id: str) -> bool:
         with self.session() as s:
             s.execute(delete(ScheduleMark).where(ScheduleMark.source_id == source_id))
+            s.execute(delete(PausedSchedule).where(PausedSchedule.source_id == source_id))
             return s.execute(delete(SourceRow).where(SourceRow.id == source_id)).rowcount > 0
+
+    # Paused schedules ------------------------------------------------------------------------
+
+    def pause_schedule(self, source_id: str) -> None:
+        with self.session() as s:
+            s.merge(PausedSchedule(source_id=source_id, paused_at=time.time()))
+
+    def resume_schedule(self, source_id: str) -> None:
+        with self.session() as s:
+            s.execute(delete(PausedSchedule).where(PausedSchedule.source_id == source_id))
+
+    def paused_schedules(self) -> dict[str, float]:
+        """Source id -> when its schedule was paused."""
+        with self.session() as s:
+            return {row.source_id: row.paused_at for row in s.scalars(select(PausedSchedule))}
 
     # Chart samples ---------------------------------------------------------------------------
 

@@ -361,3 +361,23 @@ def test_wrong_tokens_are_throttled_and_the_right_one_always_gets_in(tmp_path):
                    for n in range(7)]
         assert guesses == [403] * 5 + [429] * 2
         assert server.api.get("/api/v1/sources").status_code == 200
+
+
+@pytest.mark.timeout(180)
+def test_a_paused_schedule_runs_nothing_until_resumed(serve):
+    folder = write_docs(serve.work / "paused", 1, bad=False)
+    serve.api.post("/api/v1/sources", json=folder_source("paused", folder, schedule_interval_seconds=2)).raise_for_status()
+    paused = serve.api.post("/api/v1/sources/paused/schedule/pause").json()
+    assert paused["schedule_paused_at"] and paused["next_run_at"] is None
+
+    def runs() -> int:
+        return len(serve.api.get("/api/v1/runs", params={"source_id": "paused"}).json())
+
+    time.sleep(5)  # two and a half periods
+    assert runs() == 0
+    assert serve.api.post("/api/v1/sources/paused/runs").status_code == 202  # manual syncs still run
+    resumed = serve.api.post("/api/v1/sources/paused/schedule/resume").json()
+    assert resumed["schedule_paused_at"] is None
+    wait_until(lambda: runs() >= 2, 60, "a scheduled run after the resume")
+    assert serve.api.post("/api/v1/sources/nope/schedule/pause").status_code == 404
+    serve.api.delete("/api/v1/sources/paused").raise_for_status()

@@ -63,6 +63,9 @@ def test_auth_failures_change_nothing_and_sources_persist_in_postgres(fleet_serv
     assert serve.api.put("/api/v1/sources/kept", json={"kind": "folder", "options": {"path": str(folder)},
                                                        "schedule_cron": "0 4 * * *"}).status_code == 200
     assert serve.api.get("/api/v1/sources/kept").json()["next_run_at"] is not None  # in the Redis-kept beat schedule
+    assert serve.api.post("/api/v1/sources/kept/schedule/pause").json()["next_run_at"] is None
+    assert not [m for m in serve.fleet.redis.zrange("headwater:redbeat::schedule", 0, -1) if b"kept" in m]  # beat's entry gone
+    assert serve.api.post("/api/v1/sources/kept/schedule/resume").json()["next_run_at"] is not None
     assert serve.api.delete("/api/v1/sources/kept").status_code == 204
     assert "kept" not in sources(serve)
     assert SECRET_LOOKALIKE not in serve.log()
