@@ -102,15 +102,21 @@ def update_source(request: Request, source_id: str, body: SourceFields) -> dict[
     return _source_view(svc, source)
 
 
-@secured.delete("/sources/{source_id}", status_code=204, summary="Remove a source (its indexed documents stay)")
-def delete_source(request: Request, source_id: str) -> Response:
+@secured.delete("/sources/{source_id}", status_code=204,
+                summary="Remove a source; its indexed documents stay unless documents=delete, which queues their removal")
+def delete_source(request: Request, source_id: str,
+                  documents: Literal["keep", "delete"] = Query("keep", description=(
+                      "keep: the source's chunks stay searchable (and are removed by nothing); delete: a run removes "
+                      "them from the collection (X-Headwater-Run names it)"))) -> Response:
     svc = services(request)
     source = _source_or_404(svc, source_id)
     if source.read_only:
         raise HTTPException(409, f"source {source_id} is declared in {svc.settings.config_file}; edit that file")
+    # Queued before the source goes: the run carries the source's configuration, not a reference to it.
+    run_id = svc.backend.purge(source) if documents == "delete" else None
     svc.store.delete_source(source_id)
     svc.backend.schedule_removed(source_id)
-    return Response(status_code=204)
+    return Response(status_code=204, headers={"X-Headwater-Run": run_id} if run_id else None)
 
 
 @secured.post("/sources/{source_id}/runs", status_code=202, summary="Trigger a full sync (409 while one is unfinished)")

@@ -38,6 +38,7 @@ class _Live:
     allow_mass_delete: bool = False
     changes: list[DocumentChange] | None = None  # live changes (webhook events), applied as given
     job: Any = None  # a git push: job(engine) applies it and returns the report (None: nothing to do)
+    config: Any = None  # the source's configuration when the run must outlive the source (a purge)
     done: int = 0
     total: int = 0
     cancel: threading.Event = field(default_factory=threading.Event)
@@ -154,6 +155,21 @@ class EmbeddedBackend:
         self._queue.put(live)
         return live.run_id
 
+    def purge(self, source: Any) -> str | None:
+        """Queue the removal of every document the source has in its collection (the source itself is being
+        deleted); None when it has none."""
+        stored = self.store_for(source.config.collection).documents(source.id)
+        if not stored:
+            return None
+        live = _Live(uuid.uuid4().hex, source.id, "live", config=source.config,
+                     changes=[DocumentChange(source.id, uri, Op.DELETE) for uri in sorted(stored)])
+        with self._lock:
+            self.store.save_run(RunRow(id=live.run_id, source_id=source.id, kind="live", status="pending",
+                                       created_at=time.time(), counters={}, errors={}, trigger=Trigger.MANUAL.value))
+            self._pending[live.run_id] = live
+        self._queue.put(live)
+        return live.run_id
+
     def submit_push(self, source: Any, push: Any) -> str:
         """Queue a git push as a run of its own: pushes of a source are applied one after another, in order."""
         from headwater.sync.git_pushes import sync_push_embedded
@@ -255,11 +271,14 @@ class EmbeddedBackend:
         self.store.save_run(row)
         self.current = live
         try:
-            source = self.catalog.get(live.source_id)
-            if source is None:
-                raise HeadwaterError(f"source {live.source_id} was deleted before its run started")
-            connector = build_source_connector(self.settings, source.config)
-            engine = self.engine_for(source.config.collection)
+            config = live.config
+            if config is None:
+                source = self.catalog.get(live.source_id)
+                if source is None:
+                    raise HeadwaterError(f"source {live.source_id} was deleted before its run started")
+                config = source.config
+            connector = build_source_connector(self.settings, config)
+            engine = self.engine_for(config.collection)
             if live.changes is not None:
                 report = engine.apply(connector, live.changes)
             elif live.job is not None:

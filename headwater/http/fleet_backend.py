@@ -83,6 +83,18 @@ class FleetBackend:
         from headwater.models import Trigger
 
         return enqueue_changes(self.fleet, self._spec(source), self._target(source), changes, Trigger.S3_EVENT)
+    def purge(self, source: Any) -> str | None:
+        """Queue the removal of every document the source has in its collection (the source itself is being
+        deleted); None when it has none. The run carries the source's spec, so it needs no catalog."""
+        from headwater.fleet.enqueue import enqueue_changes
+        from headwater.models import DocumentChange, Op, Trigger
+
+        stored = self.store_for(source.config.collection).documents(source.id)
+        if not stored:
+            return None
+        return enqueue_changes(self.fleet, self._spec(source), self._target(source),
+                               [DocumentChange(source.id, uri, Op.DELETE) for uri in sorted(stored)], Trigger.MANUAL)
+
     def submit_push(self, source: Any, push: Any) -> None:
         """Fetch, diff and queue a git push in the background (the webhook has already been answered)."""
         self._pushes.submit(self._queue_push, source, push)

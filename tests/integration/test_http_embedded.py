@@ -381,3 +381,26 @@ def test_a_paused_schedule_runs_nothing_until_resumed(serve):
     wait_until(lambda: runs() >= 2, 60, "a scheduled run after the resume")
     assert serve.api.post("/api/v1/sources/nope/schedule/pause").status_code == 404
     serve.api.delete("/api/v1/sources/paused").raise_for_status()
+
+
+@pytest.mark.timeout(240)
+def test_deleting_a_source_keeps_its_documents_unless_asked_to_remove_them(serve):
+    for source_id, topic in (("kept-docs", "the lighthouse keeper's log"), ("purged-docs", "the orchard's pruning plan")):
+        folder = serve.work / source_id
+        folder.mkdir()
+        (folder / "page.md").write_text(f"# {topic}\n\nEverything about {topic}.\n", encoding="utf-8")
+        serve.api.post("/api/v1/sources", json=folder_source(source_id, folder)).raise_for_status()
+        assert serve.wait_for_run(serve.api.post(f"/api/v1/sources/{source_id}/runs").json()["run_id"])["status"] == "complete"
+
+    def found(query: str, source_id: str) -> bool:
+        return bool(serve.api.get("/api/v1/search", params={"q": query, "source_id": source_id}).json())
+
+    assert serve.api.delete("/api/v1/sources/kept-docs").status_code == 204
+    assert found("lighthouse keeper", "kept-docs")  # the default: its chunks stay
+    assert serve.api.delete("/api/v1/sources/purged-docs", params={"documents": "sideways"}).status_code == 422
+    assert "purged-docs" in sources(serve)  # an invalid request changes nothing
+    deleted = serve.api.delete("/api/v1/sources/purged-docs", params={"documents": "delete"})
+    assert deleted.status_code == 204 and "purged-docs" not in sources(serve)
+    run = serve.wait_for_run(deleted.headers["x-headwater-run"])
+    assert run["status"] == "complete" and run["deleted"] == 1, run
+    assert not found("orchard pruning plan", "purged-docs")

@@ -222,3 +222,18 @@ def test_a_source_in_its_own_collection_is_counted_and_searched_in_the_fleet(fle
     hits = serve.api.get("/api/v1/search", params={"q": "parental leave", "source_id": "policy"}).json()
     assert hits and hits[0]["uri"] == "leave.md"
     assert 'headwater_source_documents{source="policy"} 1.0' in serve.api.get("/metrics").text
+
+
+@pytest.mark.timeout(400)
+def test_deleting_a_source_with_its_documents_removes_them_through_the_fleet(fleet_serve):
+    serve = fleet_serve
+    folder = serve.work / "orchard"
+    folder.mkdir()
+    (folder / "pruning.md").write_text("# Pruning\n\nThe orchard's pruning plan, tree by tree.\n", encoding="utf-8")
+    serve.api.post("/api/v1/sources", json=folder_source("orchard", folder)).raise_for_status()
+    assert serve.wait_for_run(serve.api.post("/api/v1/sources/orchard/runs").json()["run_id"], 300)["status"] == "complete"
+    deleted = serve.api.delete("/api/v1/sources/orchard", params={"documents": "delete"})
+    assert deleted.status_code == 204
+    run = serve.wait_for_run(deleted.headers["x-headwater-run"], 300)
+    assert run["status"] == "complete" and run["deleted"] == 1, run
+    assert not serve.api.get("/api/v1/search", params={"q": "orchard pruning plan", "source_id": "orchard"}).json()
