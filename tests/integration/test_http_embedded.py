@@ -321,7 +321,7 @@ def test_api_docs_work_offline_and_declare_the_bearer_token(serve):
 @pytest.mark.timeout(300)
 def test_a_source_in_its_own_collection_is_synced_counted_and_searched(serve):
     """One embedded directory holds many collections: a source that names its own is as much at home as the rest."""
-    folder = serve.work / "handbook"
+    folder = serve.work / "own-collection"
     folder.mkdir()
     (folder / "leave.md").write_text("# Parental leave\n\nEmployees get sixteen weeks of parental leave.\n",
                                      encoding="utf-8")
