@@ -129,20 +129,12 @@ def trigger(request: Request, source_id: str, allow_mass_delete: bool = False) -
         raise HTTPException(409, str(exc)) from None
 
 
-@secured.post("/sources/{source_id}/schedule/pause", summary="Pause the source's schedule (manual syncs still run)")
-def pause_schedule(request: Request, source_id: str) -> dict[str, Any]:
+@secured.post("/sources/{source_id}/schedule/{action}",
+              summary="Pause the source's schedule (manual syncs still run), or resume it (a new period starts now)")
+def pause_or_resume_schedule(request: Request, source_id: str, action: Literal["pause", "resume"]) -> dict[str, Any]:
     svc = services(request)
     source = _source_or_404(svc, source_id)
-    svc.store.pause_schedule(source_id)
-    svc.backend.schedule_changed(source)
-    return _source_view(svc, source)
-
-
-@secured.post("/sources/{source_id}/schedule/resume", summary="Resume the source's schedule (a new period starts now)")
-def resume_schedule(request: Request, source_id: str) -> dict[str, Any]:
-    svc = services(request)
-    source = _source_or_404(svc, source_id)
-    svc.store.resume_schedule(source_id)
+    (svc.store.pause_schedule if action == "pause" else svc.store.resume_schedule)(source_id)
     svc.backend.schedule_changed(source)
     return _source_view(svc, source)
 
