@@ -8,6 +8,7 @@ holding the embedded Chroma's writer lock and running syncs and schedules in-pro
 from __future__ import annotations
 
 import contextlib
+import importlib.resources
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,6 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
-from swagger_ui_bundle import swagger_ui_path
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from headwater.settings import Settings
@@ -153,8 +153,9 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
     def swagger() -> Any:
         from fastapi.openapi.docs import get_swagger_ui_html
 
-        # Served from the installed swagger-ui-bundle, never a CDN: the docs work offline and on
-        # private networks, and the page loads nothing from third parties.
+        # Served from the installed fastapi-offline's Swagger UI 5 (FastAPI writes OpenAPI 3.1, which
+        # Swagger UI 4 cannot render), never a CDN: the docs work offline and on private networks,
+        # and the page loads nothing from third parties.
         return get_swagger_ui_html(openapi_url="/openapi.json", title="Headwater API",
                                    swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
                                    swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
@@ -169,7 +170,8 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
     app.include_router(webhooks_s3.router)
     app.include_router(webhooks_github.router)
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
-    app.mount(DOCS_ASSETS, StaticFiles(directory=str(swagger_ui_path)), name="docs-assets")
+    app.mount(DOCS_ASSETS, StaticFiles(directory=str(importlib.resources.files("fastapi_offline") / "static")),
+              name="docs-assets")
     return app
 
 

@@ -157,3 +157,25 @@ def test_operator_adds_a_source_watches_it_retries_a_failure_and_searches(fleet_
         headers: {'Content-Type': 'application/x-www-form-urlencoded'}, body: 'id=forged&path=/tmp'})).status""")
     assert status == 403
     expect(page.locator("#sources")).not_to_contain_text("forged")
+
+
+@pytest.mark.timeout(180)
+def test_the_api_docs_render_offline_with_an_authorize_button(page, tmp_path):
+    """FastAPI writes OpenAPI 3.1: a Swagger UI that cannot read it shows 'Unable to render this definition'."""
+    from playwright.sync_api import expect
+
+    with ServeProcess(tmp_path, {"HEADWATER_CHROMA_PATH": str(tmp_path / "chroma"),
+                                 "HEADWATER_SESSION_COOKIE_SECURE": "true"}) as serve:
+        offsite: list[str] = []
+        page.on("request", lambda request: offsite.append(request.url)
+                if not request.url.startswith(serve.url) else None)
+        page.goto(serve.url + "/admin/login")
+        page.fill("#token", TOKEN)
+        page.keyboard.press("Enter")
+        page.wait_for_url(serve.url + "/admin")
+        page.goto(serve.url + "/docs")
+        expect(page.locator(".swagger-ui .authorize")).to_be_visible()
+        expect(page.locator(".swagger-ui")).to_contain_text("/api/v1/sources")
+        expect(page.locator(".swagger-ui")).not_to_contain_text("Unable to render")
+        shot(page, tmp_path, "5-api-docs")
+        assert offsite == []  # nothing fetched from a CDN
