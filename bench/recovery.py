@@ -5,8 +5,9 @@ Starts its own services on loopback (a private redis-server and a `chroma run`),
 2. Fleet, `--repeat` times (3): two workers (`headwater worker -c 1`) and a beat with the default
    lease, renewal and sweep settings (nothing from the tests' fast timing), a full run of the same
    corpus into a collection of its own; once a quarter of its documents are done, one worker is
-   killed with SIGKILL (the whole process group: main process and pool), and a fresh worker is
-   started in its place, as an orchestrator would.
+   killed with SIGKILL (the whole process group: main process and pool) while it is running a step of
+   the run (its heartbeat says which), and a fresh worker is started in its place, as an orchestrator
+   would.
    - recovery: from the kill until every step the dead worker held is running again elsewhere.
      Those steps are the leases that expire after the kill without being renewed (a live worker
      renews its leases every lease/4); a step counts as recovered when its lease is re-driven (a
@@ -23,6 +24,7 @@ import argparse
 import os
 import shutil
 import signal
+import socket
 import statistics
 import sys
 import tempfile
@@ -33,21 +35,28 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _kill_and_measure(fleet, run_id: str, victim: str, replacement: str) -> float:  # noqa: ANN001
-    """SIGKILL `victim` once a quarter of the run is done; seconds until the steps it held are re-driven."""
-    state, runs = fleet.client.state, fleet.client.runs
+    """SIGKILL `victim` while it runs a step of the run, a quarter of the way in; seconds until the steps it
+    held are re-driven (running again elsewhere)."""
+    from headwater.fleet.worker_registry import WorkerRegistry
+
+    state, runs, registry = fleet.client.state, fleet.client.runs, WorkerRegistry(fleet.redis)
+    victim_name = fleet.names[victim]
     while True:
         run = runs.get(run_id)
         done = sum(run.counters.get(c, 0) for c in ("indexed", "skipped", "failed", "unchanged"))
         if run.status.finished:
-            raise RuntimeError("the run finished before a quarter of it was seen; use a larger --min-chunks")
-        if done * 4 >= max(1, run.counters.get("scanned", 0) or 1) and done > 0:
+            raise RuntimeError("the run finished before the victim was seen working on it; use a larger --min-chunks")
+        busy = any(step.get("run_id") == run_id or step.get("collection")
+                   for w in registry.workers() if w["name"] == victim_name for step in w["current_steps"])
+        if busy and done * 4 >= max(1, run.counters.get("scanned", 0)):
             break
         time.sleep(0.05)
     process = fleet.processes.pop(victim)
     killed_at = time.time()
     os.killpg(process.pid, signal.SIGKILL)
     process.wait(timeout=30)
-    fleet.start(replacement, "worker", "-c", "1")
+    fleet.start(replacement, "worker", "-c", "1", "--name", replacement)
+    fleet.names[replacement] = f"{replacement}@{socket.gethostname()}"
     lost: dict[str, float] = {}  # lease member -> when it was seen expired (held by the dead worker)
     recovered: dict[str, float] = {}
     deadline = killed_at + 300
@@ -66,7 +75,9 @@ def _kill_and_measure(fleet, run_id: str, victim: str, replacement: str) -> floa
         if runs.status(run_id).finished and not stalled:
             break
         time.sleep(0.1)
-    return (max(recovered.values()) - killed_at) if recovered else 0.0
+    if not recovered:
+        raise RuntimeError("the killed worker held no step that expired: nothing was measured")
+    return max(recovered.values()) - killed_at
 
 
 def main() -> None:
@@ -96,9 +107,11 @@ def main() -> None:
             embedded_s = _embedded(corpus, workdir, "embedded")
             fleet = Fleet(env, workdir)
             fleet.lease = Settings().lease_seconds
+            fleet.names = {}  # process name -> worker name (what its heartbeats say)
             try:
-                fleet.start("worker-0", "worker", "-c", "1")
-                fleet.start("worker-1", "worker", "-c", "1")
+                for n in range(2):
+                    fleet.start(f"worker-{n}", "worker", "-c", "1", "--name", f"bench-{n}")
+                    fleet.names[f"worker-{n}"] = f"bench-{n}@{socket.gethostname()}"
                 fleet.start("beat", "beat", "--schedule-file", str(workdir / "beat-schedule"))
                 fleet.run(warm, "warm", "warm")
                 for trial in range(args.repeat):
