@@ -325,22 +325,22 @@ def test_a_source_in_its_own_collection_is_synced_counted_and_searched(serve):
     folder.mkdir()
     (folder / "leave.md").write_text("# Parental leave\n\nEmployees get sixteen weeks of parental leave.\n",
                                      encoding="utf-8")
-    serve.api.post("/api/v1/sources", json=folder_source("handbook", folder, collection="handbook-docs")
+    serve.api.post("/api/v1/sources", json=folder_source("own-handbook", folder, collection="handbook-docs")
                    ).raise_for_status()
-    run = serve.api.post("/api/v1/sources/handbook/runs")
+    run = serve.api.post("/api/v1/sources/own-handbook/runs")
     assert run.status_code == 202, run.text
     assert serve.wait_for_run(run.json()["run_id"])["status"] == "complete"
 
-    wait_until(lambda: serve.api.get("/api/v1/sources/handbook").json()["documents"] == 1, 30, "the source's counts")
-    assert serve.api.get("/api/v1/sources/handbook").json()["chunks"] >= 1
-    hits = serve.api.get("/api/v1/search", params={"q": "parental leave", "source_id": "handbook"}).json()
+    wait_until(lambda: serve.api.get("/api/v1/sources/own-handbook").json()["documents"] == 1, 30, "the source's counts")
+    assert serve.api.get("/api/v1/sources/own-handbook").json()["chunks"] >= 1
+    hits = serve.api.get("/api/v1/search", params={"q": "parental leave", "source_id": "own-handbook"}).json()
     assert hits and hits[0]["uri"] == "leave.md"
     with httpx.Client(base_url=serve.url, timeout=60) as browser:
         assert browser.post("/admin/login", data={"token": TOKEN, "next": "/admin"}).status_code == 303
-        page = browser.get("/admin/search", params={"q": "parental leave", "source_id": "handbook"})
+        page = browser.get("/admin/search", params={"q": "parental leave", "source_id": "own-handbook"})
     assert page.status_code == 200 and "leave.md" in page.text
     metrics = serve.api.get("/metrics").text
-    assert 'headwater_source_documents{source="handbook"} 1.0' in metrics
+    assert 'headwater_source_documents{source="own-handbook"} 1.0' in metrics
     # The default collection holds none of it.
     assert not [h for h in serve.api.get("/api/v1/search", params={"q": "parental leave"}).json()
                 if h["uri"] == "leave.md"]
