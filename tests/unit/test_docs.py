@@ -1,0 +1,79 @@
+"""The documentation site: the configuration reference is what the settings classes say, and the site
+builds offline in strict mode (no broken links or anchors, no page left out of the nav)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel, SecretStr
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.timeout(300)
+
+
+def _generator():
+    spec = importlib.util.spec_from_file_location("gen_config_docs", ROOT / "scripts" / "gen_config_docs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_committed_configuration_reference_is_current():
+    generated = _generator().render()
+    committed = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    assert committed == generated, "docs/configuration.md is out of date: run `python scripts/gen_config_docs.py`"
+
+
+def test_the_reference_lists_every_setting_with_its_variable():
+    from headwater.consolidation.config import ConsolidationSettings
+    from headwater.settings import Settings
+
+    page = _generator().render()
+    for cls in (Settings, ConsolidationSettings):
+        prefix = cls.model_config["env_prefix"]
+        for name in cls.model_fields:
+            assert f"| `{prefix}{name.upper()}` |" in page, f"{prefix}{name.upper()} is missing from the reference"
+
+
+def test_secrets_are_shown_as_secret_and_their_defaults_never():
+    from headwater.settings import Settings
+
+    page = _generator().render()
+    secrets = [name for name, field in Settings.model_fields.items()
+               if SecretStr in (field.annotation, *getattr(field.annotation, "__args__", ()))]
+    assert "redis_url" in secrets and "admin_token" in secrets
+    for name in secrets:
+        row = next(line for line in page.splitlines() if line.startswith(f"| `HEADWATER_{name.upper()}` |"))
+        cells = [cell.strip() for cell in row.split("|")[1:-1]]
+        assert cells[1] == "secret" and cells[2] in ("unset", "built in (not shown)"), row
+    assert Settings().redis_url.get_secret_value() not in page
+
+
+def test_a_setting_without_a_description_stops_the_generator():
+    class Undocumented(BaseModel):
+        documented: int = 1
+        """Has one."""
+        bare: int = 2
+
+        model_config = {"use_attribute_docstrings": True}
+
+    with pytest.raises(ValueError, match="bare has no description"):
+        _generator()._table(Undocumented, "X_")
+
+
+def test_the_site_builds_offline_in_strict_mode(tmp_path):
+    site = tmp_path / "site"
+    built = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(ROOT / "mkdocs.yml"),
+                            "--site-dir", str(site)], capture_output=True, text=True, timeout=240, cwd=tmp_path,
+                           env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    output = built.stdout + built.stderr
+    assert built.returncode == 0 and "WARNING" not in output, output[-4000:]
+    architecture = (site / "architecture" / "index.html").read_text(encoding="utf-8")
+    # The state machine and crash points are included from workers/README.md, not copied.
+    assert "flush.after_write" in architecture and "headwater:leases" in architecture
+    assert (site / "dashboard.png").is_file()
