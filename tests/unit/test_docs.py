@@ -77,3 +77,15 @@ def test_the_site_builds_offline_in_strict_mode(tmp_path):
     # The state machine and crash points are included from workers/README.md, not copied.
     assert "flush.after_write" in architecture and "headwater:leases" in architecture
     assert (site / "dashboard.png").is_file()
+
+
+def test_every_repository_path_the_docs_name_exists():
+    """`workers/chunk.py` in a page must still be there: a moved module makes its mention fail here, not mislead."""
+    import re
+
+    mention = re.compile(r"`((?:headwater|workers|connectors|schedules|bench|infra|scripts|tests|examples|packaging|docs)"
+                         r"/[\w./-]*)`")
+    pages = [ROOT / "README.md", ROOT / "workers" / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    missing = [f"{page.relative_to(ROOT)}: {path}" for page in pages
+               for path in mention.findall(page.read_text(encoding="utf-8")) if not (ROOT / path).exists()]
+    assert not missing, "the docs name paths that do not exist:\n" + "\n".join(missing)
