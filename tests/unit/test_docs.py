@@ -89,3 +89,27 @@ def test_every_repository_path_the_docs_name_exists():
     missing = [f"{page.relative_to(ROOT)}: {path}" for page in pages
                for path in mention.findall(page.read_text(encoding="utf-8")) if not (ROOT / path).exists()]
     assert not missing, "the docs name paths that do not exist:\n" + "\n".join(missing)
+
+
+def test_every_toml_example_is_a_valid_headwater_toml(tmp_path):
+    """A reader copies these into headwater.toml: each must parse, and its sources and collections must load."""
+    import re
+    import tomllib
+
+    from headwater.settings import Settings
+
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    blocks = [(page, body) for page in pages
+              for body in re.findall(r"^```toml\n(.*?)^```$", page.read_text(encoding="utf-8"), re.S | re.M)]
+    assert len(blocks) >= 4, f"found only {len(blocks)} TOML examples: the block pattern is wrong"
+    for page, body in blocks:
+        config = tmp_path / "headwater.toml"
+        config.write_text(body, encoding="utf-8")
+        try:
+            data = tomllib.loads(body)
+            settings = Settings(config_file=config)
+            assert settings.sources or data.get("collections"), "declares no source and no collection"
+            for name in data.get("collections", {}):
+                settings.hnsw(name)
+        except (ValueError, AssertionError) as exc:
+            raise AssertionError(f"{page.relative_to(ROOT)}: a TOML example is not a valid headwater.toml: {exc}\n{body}")
