@@ -113,3 +113,9 @@ def test_every_toml_example_is_a_valid_headwater_toml(tmp_path):
                 settings.hnsw(name)
         except (ValueError, AssertionError) as exc:
             raise AssertionError(f"{page.relative_to(ROOT)}: a TOML example is not a valid headwater.toml: {exc}\n{body}")
+
+
+def test_the_readme_stays_short():
+    """The README is for a first visit; everything else belongs on a page of docs/."""
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").count("\n")
+    assert lines <= 300, f"README.md has {lines} lines: move detail into docs/ and link to it"
