@@ -8,7 +8,7 @@ No query names the module that answers it. Each reported set has a second part (
 written later and before any run on it, because the first parts were too small to tell the
 chunkers apart. Each corpus has a reported set and a separate dev set,
 and starlette's and jinja2's sources are dev-only corpora: any tuning looks only at the dev sets, never at the
-figures the README reports.
+figures docs/benchmarks.md reports.
 """
 
 from __future__ import annotations

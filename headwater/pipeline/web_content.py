@@ -2,7 +2,7 @@
 navigation, footers and cookie banners dropped), by trafilatura.
 
 trafilatura was chosen over unstructured's HTML partitioning by measurement on the Python
-documentation's pages (bench/web_extraction.py; README, Web sources): it drops the navigation and
+documentation's pages (bench/web_extraction.py; docs/benchmarks.md, Websites): it drops the navigation and
 footer text that partition_html keeps on every page, keeps the code blocks, and is faster.
 """
 

@@ -74,7 +74,7 @@ def test_a_long_summary_is_cut_and_never_displaces_the_path_or_symbols():
 
 
 def test_editing_the_summary_sentence_rechunks_the_whole_document_but_editing_elsewhere_does_not():
-    # The summary is in every header: changing it re-embeds every chunk of the file (the README says so).
+    # The summary is in every header: changing it re-embeds every chunk of the file (docs/architecture.md says so).
     body = "\n\n".join(f"def f{n}(x):\n" + "    x += 1\n" * 20 + "    return x\n" for n in range(6))
     before = {c.text for c in chunk_document(_lines(f'"""Counters."""\n\n{body}'), "c.py", Settings())}
     renamed = {c.text for c in chunk_document(_lines(f'"""Tally counters."""\n\n{body}'), "c.py", Settings())}
