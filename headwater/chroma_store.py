@@ -252,7 +252,8 @@ class ChromaStore:
                     "models makes search meaningless: use another collection or the original model"
                     + (" (HEADWATER_DENSE_INT8=false runs MiniLM in float32, as releases before the int8 "
                        "build did)" if key == DENSE_MODEL_KEY and "+int8@" in wanted else ""))
-        upgraded = {k: v for k, v in models.items() if v and existing.get(k) != v}
+        # Recorded once with its digest; an endpoint's fingerprint read again on other hardware is not rewritten.
+        upgraded = {k: v for k, v in models.items() if v and "@" not in (existing.get(k) or "")}
         if upgraded and not self.cloud:  # record the digest on collections written before there was one
             collection.modify(metadata={**existing, **upgraded})
         if not self.cloud:  # Chroma Cloud chooses its own index (SPANN)

@@ -108,7 +108,9 @@ def fleet_watch(path: str, collection: str | None, source_id: str | None, includ
 
 
 def worker(queues: Annotated[Optional[str], typer.Option("--queues", help="Comma-separated queues (default: all).")] = None,
-           concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Processes.")] = 1) -> None:
+           concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Processes (threads with --pool threads).")] = 1,
+           pool: Annotated[str, typer.Option("--pool", "-P", help="prefork (CPU work: one process per task) or threads "
+                                             "(I/O-bound work: the embed.dense pool with an embedding endpoint).")] = "prefork") -> None:
     """Run a fleet worker: pulls work from Redis, writes to the Chroma server. Needs no inbound port
     (HEADWATER_METRICS_PORT opens one for Prometheus)."""
     from headwater.observability import setup, start_worker_metrics
@@ -125,7 +127,9 @@ def worker(queues: Annotated[Optional[str], typer.Option("--queues", help="Comma
     unknown = sorted(set(wanted) - set(names.ALL_QUEUES))
     if unknown:
         fail(ValueError(f"unknown queues {', '.join(unknown)}; known: {', '.join(names.ALL_QUEUES)}"))
-    celery.worker_main(["worker", "-Q", ",".join(wanted), "-c", str(concurrency), "--loglevel", "INFO",
+    if pool not in ("prefork", "threads"):
+        fail(ValueError(f"unknown pool {pool!r}; use prefork or threads"))
+    celery.worker_main(["worker", "-Q", ",".join(wanted), "-c", str(concurrency), "-P", pool, "--loglevel", "INFO",
                         "--without-gossip", "--without-mingle"])
 
 

@@ -7,12 +7,12 @@ from collections.abc import Iterator, Sequence
 
 from headwater.chroma_store import ChromaStore, WriteObserver
 from headwater.lazy import Lazy
-from headwater.model_identity import dense_identity, sparse_identity
+from headwater.model_identity import sparse_identity
 from headwater.path_lock import ChromaPathLock
 from headwater.settings import Settings
 from headwater.sparse_index_files import open_sparse_index, sparse_index_dir  # noqa: F401  (re-exported)
 from headwater.sync_engine import Progress, SyncEngine
-from workers.embed_dense import DenseEmbedder
+from workers.dense_source import dense_embedder, dense_model_identity
 from workers.embed_sparse import SpladeEncoder
 
 
@@ -24,10 +24,9 @@ def open_engine(settings: Settings, progress: Progress | None = None,
     with lock:
         threads = settings.model_threads or 1  # per runtime; the engine runs one lane per core (workers.embed_lanes)
         # Loaded only when a pass has text to embed: an unchanged re-sync never loads them.
-        dense = Lazy(lambda: DenseEmbedder(settings.dense_model_dir, threads, int8=settings.dense_int8,
-                                            cache_dir=settings.onnx_cache_dir))
+        dense = Lazy(lambda: dense_embedder(settings, threads))
         sparse = Lazy(lambda: SpladeEncoder(settings.sparse_model_dir, threads, settings.onnx_cache_dir))
-        store = ChromaStore.from_settings(settings, dense_model=dense_identity(settings.dense_model_dir, settings.dense_int8),
+        store = ChromaStore.from_settings(settings, dense_model=dense_model_identity(settings),
                                           sparse_model=sparse_identity(settings.sparse_model_dir), observers=observers)
         index = None
         if not settings.is_remote:

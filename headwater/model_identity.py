@@ -50,5 +50,15 @@ def sparse_identity(model_dir: Path | None = None) -> str:
 
 
 def same_model(recorded: str, wanted: str) -> bool:
-    """Whether a collection's recorded model is this one (collections written before digests record the bare name)."""
+    """Whether a collection's recorded model is this one (collections written before digests record the bare name).
+
+    An endpoint's identity (endpoint:<model>/<size>@<fingerprint>) matches on model name and size
+    exactly and on the probe vector's fingerprint within float noise: the same model served on
+    other hardware passes, another model behind the same name does not.
+    """
+    if recorded.startswith("endpoint:") and wanted.startswith("endpoint:"):
+        from workers.embed_endpoint import same_fingerprint
+
+        (name, _, mine), (other, _, theirs) = recorded.partition("@"), wanted.partition("@")
+        return name == other and same_fingerprint(mine, theirs)
     return recorded == wanted or ("@" not in recorded and recorded == wanted.split("@", 1)[0])

@@ -16,6 +16,7 @@ from headwater.filtered_dense import collection_search_ef, collection_space, fil
 from headwater.lazy import Lazy
 from headwater.settings import Settings
 from headwater.locations import uri_under
+from workers.dense_source import dense_embedder
 from workers.embed_dense import DenseEmbedder
 from workers.embed_sparse import SpladeEncoder
 
@@ -260,8 +261,7 @@ def open_searcher(settings: Settings, mode: Mode | None = None, *, one_off: bool
     # on the same cores slow each other down (measured: 62 ms -> 21 ms p50 on two cores).
     threads = settings.model_threads or 1
     # Each model loads on first use: `--mode dense` never loads SPLADE, `--mode sparse` never MiniLM.
-    dense = Lazy(lambda: DenseEmbedder(settings.dense_model_dir, threads, int8=settings.dense_int8,
-                                       cache_dir=settings.onnx_cache_dir))
+    dense = Lazy(lambda: dense_embedder(settings, threads))  # the collection's own dense source
     sparse = Lazy(lambda: SpladeEncoder(settings.sparse_model_dir, threads, settings.onnx_cache_dir))
     if mode in ("dense", "hybrid"):
         dense.prefetch()

@@ -8,6 +8,7 @@ calls its step; whatever it sends next goes through `send`, routed by workers/na
 from __future__ import annotations
 
 import functools
+import threading
 from typing import Any
 
 from celery import signals
@@ -22,8 +23,16 @@ from workers.celery_app import app
 _pool = {"processes": 1}  # this worker's pool size, seen in its main process before the pool forks
 
 
-@functools.cache
+_fleet_lock = threading.Lock()  # a threads pool's tasks may all ask for it at once
+
+
 def _fleet() -> Fleet:
+    with _fleet_lock:
+        return _build_fleet()
+
+
+@functools.cache
+def _build_fleet() -> Fleet:
     # One per worker process: models and clients are loaded once and reused by every task.
     def send(task: str, args: list[Any], countdown: float | None = None) -> None:
         app.send_task(task, args=args, countdown=countdown, queue=names.ROUTES[task])

@@ -72,7 +72,7 @@ class EmbeddedBackend:
     def __init__(self, settings: Settings, store: SourceStore, catalog: SourceCatalog) -> None:
         from headwater.embedded import open_engine
         from headwater.retrieval import Searcher
-        from workers.embed_dense import DenseEmbedder
+        from workers.dense_source import dense_embedder
         from workers.embed_sparse import SpladeEncoder
 
         self.settings, self.store, self.catalog = settings, store, catalog
@@ -91,8 +91,7 @@ class EmbeddedBackend:
         self.engine = self._stack.enter_context(open_engine(settings, _Progress(self), observers=[metrics.written]))
         threads = settings.model_threads or 1
         # Queries get their own model instances: tokenizers are not safe to share with a running sync.
-        self.searcher = Searcher(self.engine.store, DenseEmbedder(settings.dense_model_dir, threads, int8=settings.dense_int8,
-                                                               cache_dir=settings.onnx_cache_dir),
+        self.searcher = Searcher(self.engine.store, dense_embedder(settings, threads),
                                  SpladeEncoder(settings.sparse_model_dir, threads, settings.onnx_cache_dir), self.engine.sparse_index, None)
         self._stop = threading.Event()
         self._last_fired: dict[str, float] = {}
