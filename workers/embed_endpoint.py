@@ -126,7 +126,8 @@ class EndpointEmbedder:
             if not Path(tokenizer).is_file():
                 raise ConfigurationError(f"HEADWATER_DENSE_ENDPOINT_TOKENIZER: no tokenizer.json at {tokenizer}")
             self._counter = Tokenizer.from_file(str(tokenizer))
-            self._counter.no_truncation()
+            self._counter.no_truncation()  # count every token, and only real ones
+            self._counter.no_padding()
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         # Enough pooled connections for every request in flight; the key only ever travels in this header.
         self._client = httpx.Client(

@@ -45,6 +45,9 @@ def _preload(sender: Any = None, **_: Any) -> None:
     from workers.preload import heavy_imports
 
     _pool["processes"] = int(getattr(sender, "concurrency", None) or 1)
+    pool = getattr(sender, "pool_cls", None)
+    if "thread" in str(getattr(pool, "__module__", pool)):
+        return  # a threads pool (the embed pool with an endpoint) forks nothing: import what its tasks need only
     heavy_imports()
 
 
