@@ -144,6 +144,28 @@ def test_a_wrong_key_is_a_clear_permanent_error_that_never_shows_the_key(service
     assert "attempt" not in output  # refused at once: a 401 is not retried
 
 
+def test_a_text_longer_than_the_service_reads_fails_only_its_document(service, tmp_path):
+    from workers.embed_dense import dense_tokenizer_file
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "short.md").write_text("# Note\n\nRotate the token.\n", encoding="utf-8")
+    (folder / "long.md").write_text("# Runbook\n\n" + SENTENCE.format(topic="Restore", n=1) * 4, encoding="utf-8")
+    proxy = FaultyProxy(service)
+    try:
+        # A stand-in for the service model's tokenizer.json: any real tokenizer file counts the same way.
+        result = headwater("sync", str(folder), "--chroma-path", "store", cwd=tmp_path, env=endpoint_env(
+            proxy.url, HEADWATER_DENSE_ENDPOINT_MAX_INPUT_TOKENS="64",
+            HEADWATER_DENSE_ENDPOINT_TOKENIZER=str(dense_tokenizer_file())))
+    finally:
+        proxy.close()
+    assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]  # some failed, the rest indexed
+    assert "long.md" in result.stdout and "over the embedding service's limit of 64" in result.stdout
+    records, _ = stored(tmp_path / "store")
+    assert [text for text, _ in records.values()] and all("Rotate the token" in text for text, _ in records.values())
+    assert proxy.embedding_requests == 1 + len(records)  # the probe, then the short document's chunks: nothing long sent
+
+
 def test_service_down_then_429_slow_and_down_mid_run_loses_nothing(service, tmp_path):
     folder = write_folder(tmp_path / "docs")
     proxy = FaultyProxy(service)
