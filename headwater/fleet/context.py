@@ -99,19 +99,30 @@ class Fleet:
             return self._stores[target.collection]
 
     @functools.cached_property
-    def target(self) -> Target:
-        return local_target(self.settings)
+    def dense_model(self) -> str:
+        """This worker's dense identity: an endpoint's is probed only by a worker that embeds dense."""
+        from workers.dense_source import dense_model_identity
+
+        return dense_model_identity(self.settings)
+
+    @functools.cached_property
+    def sparse_model(self) -> str:
+        from headwater.model_identity import sparse_identity
+
+        return sparse_identity(self.settings.sparse_model_dir)
 
     def check_models(self, run: Run, side: str) -> None:
         """A worker embeds for a run only with the model the run was queued with."""
         from headwater.model_identity import same_model
 
-        mine = self.target.dense_model if side == "dense" else self.target.sparse_model
+        mine = self.dense_model if side == "dense" else self.sparse_model
         wanted = run.target.dense_model if side == "dense" else run.target.sparse_model
         if not same_model(wanted, mine):
             raise ConfigurationError(
                 f"this worker's {side} model is {mine} but run {run.id} needs {wanted}; give the "
-                f"{side} pool the same model files (HEADWATER_{side.upper()}_MODEL_DIR) as the process that queued it")
+                f"{side} pool the same model files (HEADWATER_{side.upper()}_MODEL_DIR"
+                + (", or HEADWATER_DENSE_ENDPOINT_* for an embedding service" if side == "dense" else "")
+                + ") as the process that queued it")
 
     @functools.cached_property
     def dense(self) -> Any:

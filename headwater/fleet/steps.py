@@ -420,7 +420,7 @@ def _embed_batch(fleet: Fleet, batch: Batch) -> list[Commit]:
     wanted: dict[tuple[str, str], list[str]] = {}  # document -> content hashes it needs
     texts: dict[str, str] = {}  # content hash -> text
     # An embedding service refuses some texts before they are sent (too long for it): only their documents fail.
-    too_long = getattr(fleet.dense, "too_long", None) if side == DENSE else None
+    too_long = fleet.dense.too_long if side == DENSE and fleet.settings.dense_from_endpoint else None
     for (run_id, uri), plan in zip(batch.taken, plans):
         try:
             fleet.check_models(fleet.run(run_id), side)
@@ -437,7 +437,7 @@ def _embed_batch(fleet: Fleet, batch: Batch) -> list[Commit]:
         wanted[(run_id, uri)] = list(new)
         commits.append(Commit(run_id, side, uri, batch.token, "write", (WRITE,), (other,)))
     # Every document left checked its run's model against this worker's: the cache key is this model's.
-    model = fleet.target.dense_model if side == DENSE else fleet.target.sparse_model
+    model = fleet.dense_model if side == DENSE else fleet.sparse_model
     hashes = list(texts)
     values = dict(zip(hashes, fleet.redis.mget([keys.vector_cache(model, h) for h in hashes]))) if hashes else {}
     missing = [h for h in hashes if values[h] is None]
