@@ -176,9 +176,11 @@ def test_service_down_then_429_slow_and_down_mid_run_loses_nothing(service, tmp_
         assert down.returncode != 0 and "check that it is up" in down.stdout + down.stderr, down.stderr[-2000:]
         proxy.start()
         # Mid-run: 429s with Retry-After, a request held past the client's timeout, the service gone for 3 s.
-        proxy.faults = {3: ("429", 1), 4: ("429", 1), 6: ("slow", 4), 9: ("down", 3)}
+        proxy.faults = {3: ("429", 1), 4: ("429", 1), 6: ("slow", 10), 9: ("down", 3)}
         proxy.embedding_requests = 0
-        env = endpoint_env(proxy.url, HEADWATER_DENSE_ENDPOINT_TIMEOUT_SECONDS="2",
+        # The timeout must exceed what a request waits behind the others in flight (the server takes
+        # one at a time, about a second a text on a busy machine), or every request times out.
+        env = endpoint_env(proxy.url, HEADWATER_DENSE_ENDPOINT_TIMEOUT_SECONDS="8",
                            HEADWATER_DENSE_ENDPOINT_BACKOFF_MAX_SECONDS="1", HEADWATER_DENSE_ENDPOINT_CONCURRENCY="2")
         result = headwater("sync", str(folder), "--chroma-path", "store", cwd=tmp_path, env=env)
         assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
@@ -199,9 +201,9 @@ def test_fleet_with_a_threaded_embed_pool_writes_the_services_vectors_through_42
     from workers import names
 
     folder = write_folder(tmp_path / "docs")
-    proxy = FaultyProxy(service, {3: ("429", 1), 5: ("slow", 4), 7: ("429", 1)})
-    env = endpoint_env(proxy.url, HEADWATER_DENSE_ENDPOINT_TIMEOUT_SECONDS="2",
-                       HEADWATER_DENSE_ENDPOINT_BACKOFF_MAX_SECONDS="1", HEADWATER_DENSE_ENDPOINT_CONCURRENCY="4")
+    proxy = FaultyProxy(service, {3: ("429", 1), 5: ("slow", 10), 7: ("429", 1)})
+    env = endpoint_env(proxy.url, HEADWATER_DENSE_ENDPOINT_TIMEOUT_SECONDS="8",
+                       HEADWATER_DENSE_ENDPOINT_BACKOFF_MAX_SECONDS="1", HEADWATER_DENSE_ENDPOINT_CONCURRENCY="2")
     for name, value in env.items():
         monkeypatch.setenv(name, value)  # the enqueuing process records the endpoint's identity too
     with redis_server(tmp_path) as redis_url, chroma_server(tmp_path) as (host, port):
