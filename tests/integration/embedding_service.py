@@ -24,7 +24,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.services import free_port, wait_until
+from tests.services import free_port, stop_process, wait_until
 
 MODEL_ALIAS = "smollm2"
 POOLING = {"mean": 1, "cls": 2, "last": 3}
@@ -63,11 +63,7 @@ def llama_embedding_server(workdir: Path, *, pooling: str = "mean", api_key: str
         wait_until(ready, 120, "llama.cpp's embedding server")
         yield f"http://127.0.0.1:{port}/v1"
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stop_process(server, 20)
         log.close()
 
 
