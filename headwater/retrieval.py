@@ -16,7 +16,7 @@ from headwater.filtered_dense import collection_search_ef, collection_space, fil
 from headwater.lazy import Lazy
 from headwater.settings import Settings
 from headwater.locations import uri_under
-from workers.dense_source import dense_embedder
+from workers.dense_source import check_query_source, dense_embedder
 from workers.embed_dense import DenseEmbedder
 from workers.embed_sparse import SpladeEncoder
 
@@ -268,6 +268,8 @@ def open_searcher(settings: Settings, mode: Mode | None = None, *, one_off: bool
     if mode in ("sparse", "hybrid"):
         sparse.prefetch()
     store = (one_off and _engine_store(settings)) or ChromaStore.from_settings(settings, create=False)
+    if mode != "sparse":
+        check_query_source(settings, (store.collection.metadata or {}).get(keys.DENSE_MODEL_KEY))
     directory = sparse_index_dir(settings)
     follower = following_index(settings, store) if settings.chroma_host and not store.cloud else None
     if follower is not None:

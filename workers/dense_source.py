@@ -61,3 +61,23 @@ def _endpoint_embedder(options: tuple) -> Any:
 @functools.cache
 def _endpoint_identity(options: tuple) -> str:
     return _endpoint_embedder(options).identity()
+
+
+def check_query_source(settings: Settings, recorded: str | None) -> None:
+    """Queries must be embedded by the dense source that wrote the collection (`recorded`, its identity).
+
+    Checked without a request: the endpoint's model name and the kind of source (a searcher does not
+    probe the service; a writer does, when it opens the collection).
+    """
+    from headwater.errors import ConfigurationError
+
+    if not recorded:
+        return
+    written_by_endpoint = recorded.startswith("endpoint:")
+    name = recorded.split("@", 1)[0].rpartition("/")[0].removeprefix("endpoint:")
+    if written_by_endpoint == settings.dense_from_endpoint and (not written_by_endpoint or name == settings.dense_endpoint_model):
+        return
+    fix = (f"set HEADWATER_DENSE_ENDPOINT_URL and HEADWATER_DENSE_ENDPOINT_MODEL={name} (the service that wrote it)"
+           if written_by_endpoint else "unset HEADWATER_DENSE_ENDPOINT_URL: the local model wrote it")
+    raise ConfigurationError(f"collection {settings.collection!r} holds dense vectors from {recorded}; a query must "
+                             f"be embedded by the same model: {fix}")

@@ -131,6 +131,9 @@ def test_another_model_behind_the_same_name_is_refused(synced, tmp_path):
     # And the local model is refused on a collection the endpoint wrote.
     local = headwater("sync", str(synced["folder"]), "--chroma-path", "store", cwd=synced["root"], env={})
     assert local.returncode != 0 and "holds vectors from endpoint:smollm2" in local.stdout + local.stderr
+    # A query too: its vector would come from the local model, so it says which service to name.
+    query = headwater("query", "token", "--chroma-path", "store", "--mode", "hybrid", cwd=synced["root"], env={})
+    assert query.returncode == 1 and "HEADWATER_DENSE_ENDPOINT_MODEL=smollm2" in query.stdout + query.stderr
 
 
 def test_a_wrong_key_is_a_clear_permanent_error_that_never_shows_the_key(service, tmp_path):

@@ -86,3 +86,21 @@ def test_the_key_is_read_from_the_variable_it_names_and_a_pasted_key_is_never_ec
     embedder = dense_embedder(named)
     assert embedder._client.headers["authorization"] == "Bearer sk-real"
     assert "sk-real" not in repr(named) and "sk-real" not in named.model_dump_json()
+
+
+def test_a_query_is_embedded_by_the_source_that_wrote_the_collection():
+    from headwater.errors import ConfigurationError
+    from workers.dense_source import check_query_source
+
+    local = Settings()
+    endpoint = Settings(dense_endpoint_url="http://e/v1", dense_endpoint_model="BAAI/bge-small-en-v1.5")
+    written = "endpoint:BAAI/bge-small-en-v1.5/384@" + "00" * 16
+    check_query_source(endpoint, written)
+    check_query_source(local, "all-MiniLM-L6-v2+int8@abcdef123456")
+    check_query_source(local, None)  # a collection that records no model
+    with pytest.raises(ConfigurationError, match="HEADWATER_DENSE_ENDPOINT_MODEL=BAAI/bge-small-en-v1.5"):
+        check_query_source(local, written)
+    with pytest.raises(ConfigurationError, match="unset HEADWATER_DENSE_ENDPOINT_URL"):
+        check_query_source(endpoint, "all-MiniLM-L6-v2+int8@abcdef123456")
+    with pytest.raises(ConfigurationError, match="same model"):
+        check_query_source(endpoint.model_copy(update={"dense_endpoint_model": "other"}), written)
