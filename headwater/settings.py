@@ -7,7 +7,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # Chroma rejects larger writes on every client here, and 5,000 is the design's hard cap.
@@ -197,6 +197,45 @@ class Settings(BaseSettings):
     model_threads: int = Field(default=0, ge=0)
     """CPU threads per model runtime; 0 chooses: one per model in embedded mode (one lane per core), cores / pool processes in a fleet worker."""
 
+    # Dense vectors from an OpenAI-compatible /v1/embeddings endpoint instead of the local model
+    # (headwater/pipeline/embed_endpoint.py, docs/embedding-service.md): set the URL (e.g. http://host:8080/v1)
+    # and the model name the service knows. The API key is read from the environment variable
+    # api_key_env names, when used, and never stored, logged or echoed. Requests carry batch_size
+    # texts; one process keeps at most concurrency requests in flight. Timeouts, 429 and 5xx are
+    # retried `retries` times with exponential backoff up to backoff_max_seconds, or as long as the
+    # service's Retry-After says. Texts the service cannot read whole (max_input_tokens, counted
+    # exactly with the service model's tokenizer.json when given) are refused before sending.
+    dense_endpoint_url: str | None = None
+    """An OpenAI-compatible embeddings service (`http://host:port/v1`) for dense vectors instead of the local model; unset: the local model."""
+    dense_endpoint_model: str | None = None
+    """The model name the embeddings service knows (required with the URL); recorded in the collection with the vector size and a probe's fingerprint."""
+    dense_endpoint_dimensions: int | None = Field(default=None, ge=1)
+    """Ask the service for vectors of this size (models that can shorten them); unset: the model's own size."""
+    dense_endpoint_api_key_env: str | None = None
+    """The name of the environment variable holding the service's API key (sent as a bearer token; never stored or logged)."""
+    dense_endpoint_batch_size: int = Field(default=32, ge=1)
+    """Texts per request to the embeddings service."""
+    dense_endpoint_concurrency: int = Field(default=4, ge=1)
+    """Requests in flight at once from one process (shared by its threads)."""
+    dense_endpoint_timeout_seconds: float = Field(default=60.0, gt=0)
+    """How long one request may take before it is retried."""
+    dense_endpoint_connect_timeout_seconds: float = Field(default=5.0, gt=0)
+    """How long connecting to the service may take before it is retried."""
+    dense_endpoint_retries: int = Field(default=8, ge=0)
+    """Retries of a request that timed out or got 408, 409, 425, 429 or 5xx (its Retry-After is honoured); other 4xx fail at once."""
+    dense_endpoint_backoff_max_seconds: float = Field(default=30.0, gt=0)
+    """The longest wait between two retries (exponential backoff with jitter)."""
+    dense_endpoint_max_input_tokens: int | None = Field(default=None, ge=16)
+    """The service's input limit in tokens: longer texts are refused before sending (their document fails with the reason)."""
+    dense_endpoint_tokenizer: Path | None = None
+    """The service model's tokenizer.json, to count tokens exactly for the input limit; unset: texts that fit by bytes are sent as they are."""
+
+    @model_validator(mode="after")
+    def _endpoint_names_a_model(self) -> Settings:
+        if self.dense_endpoint_url and not (self.dense_endpoint_model or "").strip():
+            raise ValueError("HEADWATER_DENSE_ENDPOINT_URL needs HEADWATER_DENSE_ENDPOINT_MODEL (the model name the service knows)")
+        return self
+
     # The HTTP app (headwater serve). Every route but /healthz and /readyz needs the admin token
     # (API: `Authorization: Bearer`) or a dashboard session signed with session_secret (derived
     # from the admin token when unset). Sources added through the API are kept in database_url
@@ -303,6 +342,11 @@ class Settings(BaseSettings):
     def source(self, source_id: str) -> SourceConfig | None:
         """The declared source with this id, if any."""
         return next((s for s in self.sources if s.id == source_id), None)
+
+    @property
+    def dense_from_endpoint(self) -> bool:
+        """Whether dense vectors come from an embeddings endpoint rather than the local model."""
+        return bool(self.dense_endpoint_url)
 
     @property
     def is_cloud(self) -> bool:

@@ -67,12 +67,17 @@ def chroma_server(workdir: Path, port: int | None = None) -> Iterator[tuple[str,
         wait_until(lambda: urllib.request.urlopen(url, timeout=2).status == 200, 60, "chroma run")
         yield "127.0.0.1", port
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        stop_process(process)
         log.close()
+
+
+def stop_process(process: subprocess.Popen, seconds: float = 15) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within `seconds`."""
+    process.terminate()
+    try:
+        process.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        process.kill()
 
 
 @contextmanager

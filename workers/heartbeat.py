@@ -59,13 +59,18 @@ def _step_started(task: Any = None, args: Any = None, **_: Any) -> None:
 
     try:
         name = getattr(task, "name", "") or ""
-        _worker["registry"].step_started(_worker["name"], os.getpid(), name, task_ids(name, args or ()))
+        _worker["registry"].step_started(_worker["name"], _process(), name, task_ids(name, args or ()))
     except Exception as exc:  # noqa: BLE001  (observability must not fail a task)
         log.debug("current step not recorded: %s", exc)
 
 
 def _step_ended(**_: Any) -> None:
     try:
-        _worker["registry"].step_ended(_worker["name"], os.getpid())
+        _worker["registry"].step_ended(_worker["name"], _process())
     except Exception as exc:  # noqa: BLE001
         log.debug("current step not cleared: %s", exc)
+
+
+def _process() -> str:
+    """The pool slot running a step: a process of a prefork pool, a thread of a threads pool."""
+    return f"{os.getpid()}:{threading.get_ident()}"

@@ -17,8 +17,10 @@ def worker_name(name: str | None = None) -> str:
     return f"{name or f'headwater-{os.getpid()}'}@{socket.gethostname()}"
 
 
-def run_worker(settings: Settings, queues: list[str], concurrency: int, name: str | None = None) -> None:
-    """Serve these queues until stopped (blocks)."""
+def run_worker(settings: Settings, queues: list[str], concurrency: int, name: str | None = None,
+               pool: str = "prefork") -> None:
+    """Serve these queues until stopped (blocks): prefork for CPU work, threads for I/O-bound work (an
+    embedding endpoint's dense pool)."""
     from headwater.observability import setup
     from workers import celery_hooks
 
@@ -30,9 +32,11 @@ def run_worker(settings: Settings, queues: list[str], concurrency: int, name: st
     unknown = sorted(set(queues) - set(names.ALL_QUEUES))
     if unknown:
         raise ValueError(f"unknown queues {', '.join(unknown)}; known: {', '.join(names.ALL_QUEUES)}")
+    if pool not in ("prefork", "threads"):
+        raise ValueError(f"unknown pool {pool!r}; use prefork or threads")
     from workers import heartbeat
 
     full_name = worker_name(name)
     heartbeat.start(settings, full_name, queues, concurrency)
-    create_app(settings).worker_main(["worker", "-Q", ",".join(queues), "-c", str(concurrency), "-n", full_name,
+    create_app(settings).worker_main(["worker", "-Q", ",".join(queues), "-c", str(concurrency), "-P", pool, "-n", full_name,
                                       "--loglevel", "INFO", "--without-gossip", "--without-mingle"])

@@ -8,6 +8,7 @@ calls its step; whatever it sends next goes through `send`, routed by headwater/
 from __future__ import annotations
 
 import functools
+import threading
 from typing import Any
 
 from celery import shared_task, signals
@@ -22,8 +23,16 @@ from workers.sending import sender
 _pool = {"processes": 1}  # this worker's pool size, seen in its main process before the pool forks
 
 
-@functools.cache
+_fleet_lock = threading.Lock()  # a threads pool's tasks may all ask for it at once
+
+
 def _fleet() -> Fleet:
+    with _fleet_lock:
+        return _build_fleet()
+
+
+@functools.cache
+def _build_fleet() -> Fleet:
     # One per worker process: models and clients are loaded once and reused by every task.
     return Fleet(load_settings(), sender(), pool_processes=_pool["processes"])
 
@@ -33,6 +42,9 @@ def _preload(sender: Any = None, **_: Any) -> None:
     from workers.preload import heavy_imports
 
     _pool["processes"] = int(getattr(sender, "concurrency", None) or 1)
+    pool = getattr(sender, "pool_cls", None)
+    if "thread" in str(getattr(pool, "__module__", pool)):
+        return  # a threads pool (the embed pool with an endpoint) forks nothing: import what its tasks need only
     heavy_imports()
 
 

@@ -334,6 +334,15 @@ def reindex(collection: CollectionOpt = None, chroma_path: ChromaPathOpt = None)
               f"({index.nbytes() / 1048576:.1f} MB)")
 
 
+def _endpoint_check(settings: Any) -> dict[str, str]:
+    """The configured embedding service answers, with the identity a collection would record."""
+    if not settings.dense_from_endpoint:
+        return {}
+    from headwater.pipeline.dense_source import dense_model_identity
+
+    return {"embedding service": f"{settings.dense_endpoint_url}: {dense_model_identity(settings)}"}
+
+
 @app.command()
 def doctor() -> None:
     """Check that models and parsers load offline; makes the SPLADE ONNX export if there is none yet."""
@@ -348,6 +357,7 @@ def doctor() -> None:
         sample = parse_document("check.md", b"# Check\n\nHeadwater parses this offline.")
         checks = {
             "dense model": f"{dense.name}, {dense.embed(['headwater']).shape[1]} dimensions ({dense.model_file})",
+            **_endpoint_check(settings),
             "sparse model": f"{sparse.name}, {len(sparse.encode(['headwater'])[0][0])} active terms "
                             f"(onnxruntime, {sparse.onnx_file})",
             "markdown parser": f"{len(sample.elements)} elements",

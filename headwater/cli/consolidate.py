@@ -50,15 +50,14 @@ def search_knowledge(settings: Any, text: str, k: int) -> list[dict[str, Any]]:
     from headwater.consolidation import knowledge as kn
     from headwater.consolidation.config import ConsolidationSettings
     from headwater.errors import ConfigurationError
-    from headwater.pipeline.embed_dense import DenseEmbedder
+    from headwater.pipeline.dense_source import dense_embedder
 
     name = ConsolidationSettings().knowledge_name(settings.collection)
     try:
         collection = make_client(settings).get_collection(name, embedding_function=None)
     except Exception:  # noqa: BLE001
         raise ConfigurationError(f"there is no knowledge collection {name!r} yet; run `headwater consolidate` first") from None
-    vector = DenseEmbedder(settings.dense_model_dir, settings.model_threads or 1, int8=settings.dense_int8,
-                           cache_dir=settings.onnx_cache_dir).embed([text])[0]
+    vector = dense_embedder(settings, settings.model_threads or 1).embed([text])[0]
     found = collection.query(query_embeddings=[list(map(float, vector))], n_results=k,
                              where={kn.DECISION: {"$in": list(kn.SEARCHABLE)}},
                              include=["documents", "metadatas", "distances"])

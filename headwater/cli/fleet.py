@@ -96,7 +96,9 @@ def fleet_watch(path: str, collection: str | None, source_id: str | None, includ
 
 
 def worker(queues: Annotated[Optional[str], typer.Option("--queues", help="Comma-separated queues (default: all).")] = None,
-           concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Processes.")] = 1,
+           concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Processes (threads with --pool threads).")] = 1,
+           pool: Annotated[str, typer.Option("--pool", "-P", help="prefork (CPU work: one process per task) or threads "
+                                             "(I/O-bound work: the embed.dense pool with an embedding endpoint).")] = "prefork",
            name: Annotated[Optional[str], typer.Option(
                "--name", metavar="NAME", help="This worker's name, unique in the fleet (default: headwater-PID@HOST).")] = None
            ) -> None:
@@ -109,7 +111,7 @@ def worker(queues: Annotated[Optional[str], typer.Option("--queues", help="Comma
     if not settings.is_remote:
         fail(ValueError("workers need a Chroma server: set HEADWATER_CHROMA_HOST (and HEADWATER_CHROMA_PORT)"))
     try:
-        run_worker(settings, queues.split(",") if queues else list(names.ALL_QUEUES), concurrency, name)
+        run_worker(settings, queues.split(",") if queues else list(names.ALL_QUEUES), concurrency, name, pool)
     except ValueError as exc:
         fail(exc)
 

@@ -41,12 +41,11 @@ def last_report_key(collection: str) -> str:
 def embedders(settings: Settings) -> tuple[Callable[[list[str]], list[list[float]]], Callable[[list[str]], list[str]]]:
     """Dense and sparse encoders for new knowledge texts, loaded only when a pass has one to embed."""
     from headwater.store.sparse_codec import encode_sparse
-    from headwater.pipeline.embed_dense import DenseEmbedder
+    from headwater.pipeline.dense_source import dense_embedder
     from headwater.pipeline.embed_sparse import SpladeEncoder
 
     threads = settings.model_threads or 1
-    dense = Lazy(lambda: DenseEmbedder(settings.dense_model_dir, threads, int8=settings.dense_int8,
-                                       cache_dir=settings.onnx_cache_dir))
+    dense = Lazy(lambda: dense_embedder(settings, threads))
     sparse = Lazy(lambda: SpladeEncoder(settings.sparse_model_dir, threads, settings.onnx_cache_dir))
     return (lambda texts: [list(map(float, v)) for v in dense.embed(texts)],
             lambda texts: [encode_sparse(i, v) for i, v in sparse.encode(texts)])

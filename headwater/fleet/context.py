@@ -33,9 +33,10 @@ Send = Callable[..., None]
 
 def local_target(settings: Settings) -> Target:
     """The collection and model identities this process's settings name."""
-    from headwater.pipeline.model_identity import dense_identity, sparse_identity
+    from headwater.pipeline.model_identity import sparse_identity
+    from headwater.pipeline.dense_source import dense_model_identity
 
-    return Target(settings.collection, dense_identity(settings.dense_model_dir, settings.dense_int8), sparse_identity(settings.sparse_model_dir))
+    return Target(settings.collection, dense_model_identity(settings), sparse_identity(settings.sparse_model_dir))
 
 
 _RUNS_CACHED = 256  # run records a process keeps (a run's target, source and numbering never change)
@@ -96,24 +97,36 @@ class Fleet:
             return self._stores[target.collection]
 
     @functools.cached_property
-    def target(self) -> Target:
-        return local_target(self.settings)
+    def dense_model(self) -> str:
+        """This worker's dense identity: an endpoint's is probed only by a worker that embeds dense."""
+        from headwater.pipeline.dense_source import dense_model_identity
+
+        return dense_model_identity(self.settings)
+
+    @functools.cached_property
+    def sparse_model(self) -> str:
+        from headwater.pipeline.model_identity import sparse_identity
+
+        return sparse_identity(self.settings.sparse_model_dir)
 
     def check_models(self, run: Run, side: str) -> None:
         """A worker embeds for a run only with the model the run was queued with."""
-        mine = self.target.dense_model if side == "dense" else self.target.sparse_model
+        from headwater.store.model_match import same_model
+
+        mine = self.dense_model if side == "dense" else self.sparse_model
         wanted = run.target.dense_model if side == "dense" else run.target.sparse_model
-        if mine != wanted:
+        if not same_model(wanted, mine):
             raise ConfigurationError(
                 f"this worker's {side} model is {mine} but run {run.id} needs {wanted}; give the "
-                f"{side} pool the same model files (HEADWATER_{side.upper()}_MODEL_DIR) as the process that queued it")
+                f"{side} pool the same model files (HEADWATER_{side.upper()}_MODEL_DIR"
+                + (", or HEADWATER_DENSE_ENDPOINT_* for an embedding service" if side == "dense" else "")
+                + ") as the process that queued it")
 
     @functools.cached_property
     def dense(self) -> Any:
-        from headwater.pipeline.embed_dense import DenseEmbedder
+        from headwater.pipeline.dense_source import dense_embedder
 
-        s = self.settings
-        return DenseEmbedder(s.dense_model_dir, self.model_threads, int8=s.dense_int8, cache_dir=s.onnx_cache_dir)
+        return dense_embedder(self.settings, self.model_threads)  # an endpoint loads no model
 
     @functools.cached_property
     def sparse(self) -> Any:

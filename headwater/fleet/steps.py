@@ -39,6 +39,7 @@ from headwater.observability import metrics
 from headwater.store.sparse_codec import encode_sparse
 from headwater import queues as names
 from headwater.pipeline.chunk import chunk_document
+from headwater.pipeline.embed_endpoint import EndpointRejected
 from headwater.pipeline.fetch import fetch_document
 from headwater.pipeline.parse import parse_document
 from headwater.pipeline.write import BatchWriter
@@ -419,25 +420,34 @@ def _embed_batch(fleet: Fleet, batch: Batch) -> list[Commit]:
     commits: list[Commit] = []
     wanted: dict[tuple[str, str], list[str]] = {}  # document -> content hashes it needs
     texts: dict[str, str] = {}  # content hash -> text
+    # An embedding service refuses some texts before they are sent (too long for it): only their documents fail.
+    too_long = fleet.dense.too_long if side == DENSE and fleet.settings.dense_from_endpoint else None
     for (run_id, uri), plan in zip(batch.taken, plans):
         try:
             fleet.check_models(fleet.run(run_id), side)
             if plan is None:
                 raise PermanentDocumentError(_PLAN_LOST)
+            new = {r["metadata"][ckeys.CONTENT_HASH]: r["text"] for r in plan["upserts"] if r["embedding"] is None}
+            refused = next(filter(None, map(too_long, new.values())), None) if too_long else None
+            if refused:
+                raise PermanentDocumentError(refused)
         except (ConfigurationError, PermanentDocumentError, RunDataMissing) as exc:
             commits.append(Commit(run_id, side, uri, batch.token, outcomes.FAILED, reason=str(exc)))
             continue
-        new = {r["metadata"][ckeys.CONTENT_HASH]: r["text"] for r in plan["upserts"] if r["embedding"] is None}
         texts.update(new)
         wanted[(run_id, uri)] = list(new)
         commits.append(Commit(run_id, side, uri, batch.token, "write", (WRITE,), (other,)))
     # Every document left checked its run's model against this worker's: the cache key is this model's.
-    model = fleet.target.dense_model if side == DENSE else fleet.target.sparse_model
+    model = fleet.dense_model if side == DENSE else fleet.sparse_model
     hashes = list(texts)
     values = dict(zip(hashes, fleet.redis.mget([keys.vector_cache(model, h) for h in hashes]))) if hashes else {}
     missing = [h for h in hashes if values[h] is None]
     if missing:
-        values.update(zip(missing, _vectors(fleet, side, [texts[h] for h in missing])))
+        try:
+            values.update(zip(missing, _vectors(fleet, side, [texts[h] for h in missing])))
+        except EndpointRejected as exc:  # a wrong model name or key: retrying will not help
+            return [Commit(c.run_id, side, c.uri, batch.token, outcomes.FAILED, reason=str(exc)) if c.next_state != outcomes.FAILED
+                    else c for c in commits]
         pipe = fleet.redis.pipeline(transaction=False)
         for h in missing:
             pipe.set(keys.vector_cache(model, h), values[h], ex=fleet.settings.payload_ttl_seconds)

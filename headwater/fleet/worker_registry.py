@@ -36,11 +36,11 @@ class WorkerRegistry:
             self.redis.hset(keys.WORKERS, name, json.dumps({**json.loads(raw), "stopped_at": time.time()}))
         self.redis.delete(keys.worker_steps(name))
 
-    def step_started(self, name: str, process: int, task: str, ids: dict[str, Any]) -> None:
+    def step_started(self, name: str, process: str, task: str, ids: dict[str, Any]) -> None:
         """A pool process of this worker began a step."""
         self.redis.hset(keys.worker_steps(name), str(process), json.dumps({"task": task, **ids, "since": time.time()}))
 
-    def step_ended(self, name: str, process: int) -> None:
+    def step_ended(self, name: str, process: str) -> None:
         self.redis.hdel(keys.worker_steps(name), str(process))
 
     def workers(self) -> list[dict[str, Any]]:

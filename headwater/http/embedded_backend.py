@@ -73,7 +73,7 @@ class EmbeddedBackend:
     def __init__(self, settings: Settings, store: SourceStore, catalog: SourceCatalog) -> None:
         from headwater.sync.embedded import open_engine
         from headwater.retrieval.searcher import Searcher
-        from headwater.pipeline.embed_dense import DenseEmbedder
+        from headwater.pipeline.dense_source import dense_embedder
         from headwater.pipeline.embed_sparse import SpladeEncoder
 
         self.settings, self.store, self.catalog = settings, store, catalog
@@ -94,8 +94,7 @@ class EmbeddedBackend:
         self._engines = {settings.collection: engine}
         threads = settings.model_threads or 1
         # Queries get their own model instances: tokenizers are not safe to share with a running sync.
-        self._query_models = (DenseEmbedder(settings.dense_model_dir, threads, int8=settings.dense_int8,
-                                            cache_dir=settings.onnx_cache_dir),
+        self._query_models = (dense_embedder(settings, threads),
                               SpladeEncoder(settings.sparse_model_dir, threads, settings.onnx_cache_dir))
         self._searchers = {settings.collection: Searcher(engine.store, *self._query_models, engine.sparse_index, None)}
         self._stop = threading.Event()

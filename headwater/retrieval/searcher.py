@@ -17,6 +17,7 @@ from headwater.retrieval.filtered_dense import collection_search_ef, collection_
 from headwater.lazy import Lazy
 from headwater.settings import Settings
 from headwater.retrieval.locations import uri_under
+from headwater.pipeline.dense_source import check_query_source, dense_embedder
 from headwater.pipeline.embed_dense import DenseEmbedder
 from headwater.pipeline.embed_sparse import SpladeEncoder
 
@@ -261,14 +262,15 @@ def open_searcher(settings: Settings, mode: Mode | None = None, *, one_off: bool
     # on the same cores slow each other down (measured: 62 ms -> 21 ms p50 on two cores).
     threads = settings.model_threads or 1
     # Each model loads on first use: `--mode dense` never loads SPLADE, `--mode sparse` never MiniLM.
-    dense = Lazy(lambda: DenseEmbedder(settings.dense_model_dir, threads, int8=settings.dense_int8,
-                                       cache_dir=settings.onnx_cache_dir))
+    dense = Lazy(lambda: dense_embedder(settings, threads))  # the collection's own dense source
     sparse = Lazy(lambda: SpladeEncoder(settings.sparse_model_dir, threads, settings.onnx_cache_dir))
     if mode in ("dense", "hybrid"):
         dense.prefetch()
     if mode in ("sparse", "hybrid"):
         sparse.prefetch()
     store = (one_off and _engine_store(settings)) or open_store(settings, create=False)
+    if mode != "sparse":
+        check_query_source(settings, (store.collection.metadata or {}).get(keys.DENSE_MODEL_KEY))
     directory = sparse_index_dir(settings)
     follower = following_index(settings, store) if settings.chroma_host and not store.cloud else None
     if follower is not None:

@@ -14,6 +14,7 @@ from typing import Any
 import headwater.offline  # noqa: F401
 from headwater.errors import ConfigurationError
 from headwater.store.manifest import Manifest, ManifestEntry
+from headwater.store.model_match import same_model
 from headwater.settings import HARD_BATCH_CAP, HnswConfig, Settings
 
 # Metadata keys every chunk record carries.
@@ -181,11 +182,6 @@ class StoredDocument:
                              complete=StoredDocument(self.uri, self.ids, self.metadatas).complete)
 
 
-def same_model(recorded: str, wanted: str) -> bool:
-    """Whether a collection's recorded model is this one (collections written before digests record the bare name)."""
-    return recorded == wanted or ("@" not in recorded and recorded == wanted.split("@", 1)[0])
-
-
 
 class ChromaStore:
     """One collection, with every write split into batches no larger than the batch limit."""
@@ -243,7 +239,8 @@ class ChromaStore:
                     "models makes search meaningless: use another collection or the original model"
                     + (" (HEADWATER_DENSE_INT8=false runs MiniLM in float32, as releases before the int8 "
                        "build did)" if key == DENSE_MODEL_KEY and "+int8@" in wanted else ""))
-        upgraded = {k: v for k, v in models.items() if v and existing.get(k) != v}
+        # Recorded once with its digest; an endpoint's fingerprint read again on other hardware is not rewritten.
+        upgraded = {k: v for k, v in models.items() if v and "@" not in (existing.get(k) or "")}
         if upgraded and not self.cloud:  # record the digest on collections written before there was one
             collection.modify(metadata={**existing, **upgraded})
         if not self.cloud:  # Chroma Cloud chooses its own index (SPANN)

@@ -129,7 +129,7 @@ def check_target(client: Any, name: str, dense_model: str, sparse_model: str) ->
     """Refuse a target collection written by other models, or holding records of unknown origin."""
     from chromadb.errors import NotFoundError
 
-    from headwater.store.chroma_store import same_model
+    from headwater.store.model_match import same_model
 
     try:
         existing = client.get_collection(name, embedding_function=None)

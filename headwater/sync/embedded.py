@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 from headwater.store.chroma_store import ChromaStore, WriteObserver
 from headwater.pipeline.stores import open_store
 from headwater.lazy import Lazy
-from headwater.pipeline.model_identity import dense_identity, sparse_identity
+from headwater.pipeline.model_identity import sparse_identity
 from headwater.store.path_lock import ChromaPathLock
 from headwater.settings import Settings
 from headwater.retrieval.sparse_index_files import open_sparse_index, sparse_index_dir  # noqa: F401  (re-exported)
 from headwater.sync.sync_engine import Progress, SyncEngine
-from headwater.pipeline.embed_dense import DenseEmbedder
+from headwater.pipeline.dense_source import dense_embedder, dense_model_identity
 from headwater.pipeline.embed_sparse import SpladeEncoder
 
 
@@ -25,20 +26,19 @@ def open_engine(settings: Settings, progress: Progress | None = None,
     with lock:
         threads = settings.model_threads or 1  # per runtime; the engine runs one lane per core (headwater.pipeline.embed_lanes)
         # Loaded only when a pass has text to embed: an unchanged re-sync never loads them.
-        dense = Lazy(lambda: DenseEmbedder(settings.dense_model_dir, threads, int8=settings.dense_int8,
-                                            cache_dir=settings.onnx_cache_dir))
+        dense = Lazy(lambda: dense_embedder(settings, threads))
         sparse = Lazy(lambda: SpladeEncoder(settings.sparse_model_dir, threads, settings.onnx_cache_dir))
         yield engine_for(settings, dense, sparse, progress, observers)
 
 
-def engine_for(settings: Settings, dense: DenseEmbedder | Lazy, sparse: SpladeEncoder | Lazy,
+def engine_for(settings: Settings, dense: Any, sparse: SpladeEncoder | Lazy,
                progress: Progress | None = None, observers: Sequence[WriteObserver] = ()) -> SyncEngine:
     """A SyncEngine for settings.collection with these models; the caller holds the directory's lock.
 
     One process can write several collections of its embedded directory (embedded serve, a source
     per collection): each gets an engine of its own, all of them sharing the one lock and models.
     """
-    store = open_store(settings, dense_model=dense_identity(settings.dense_model_dir, settings.dense_int8),
+    store = open_store(settings, dense_model=dense_model_identity(settings),
                        sparse_model=sparse_identity(settings.sparse_model_dir), observers=observers)
     index = None
     if not settings.is_remote:

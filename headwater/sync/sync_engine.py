@@ -279,6 +279,7 @@ class SyncEngine:
                 report.chunks_unchanged += len(doc.ids)  # type: ignore[union-attr]
             else:
                 planned.append(self._plan(item, doc, report))
+        planned = self._refuse_unreadable(planned, report)
         if planned:
             self._attach_vectors([r for _, plan in planned for r in plan.records], report)
         for item, plan in planned:
@@ -348,6 +349,20 @@ class SyncEngine:
         plan = plan_document(facts, item.chunks or [], doc)
         report.chunks_unchanged += plan.kept
         return item, plan
+
+    def _refuse_unreadable(self, planned: list[tuple[_Item, DocumentPlan]],
+                           report: SyncReport) -> list[tuple[_Item, DocumentPlan]]:
+        """An embedding service refuses texts longer than it reads before they are sent: only their documents fail."""
+        if not self.settings.dense_from_endpoint:
+            return planned
+        kept = []
+        for item, plan in planned:
+            reason = next(filter(None, (self.dense.too_long(r.text) for r in plan.records)), None)
+            if reason:
+                report.fail(item.change.uri, reason)  # whatever was indexed before stays
+            else:
+                kept.append((item, plan))
+        return kept
 
     def _attach_vectors(self, records: list[ChunkRecord], report: SyncReport) -> None:
         """Fill in vectors: copied from identical stored chunks where possible, else computed once per text."""

@@ -43,8 +43,11 @@ class FleetProcesses:
         self.processes[name] = process
         return process
 
-    def start_worker(self, name: str = "worker", concurrency: int = 1) -> subprocess.Popen:
-        return self._start(name, "worker", "-c", str(concurrency))
+    def start_worker(self, name: str = "worker", concurrency: int = 1, queues: str | None = None,
+                     pool: str | None = None) -> subprocess.Popen:
+        """A worker serving `queues` (default: all) with `concurrency` processes, or threads with pool="threads"."""
+        return self._start(name, "worker", "-c", str(concurrency), *(["--queues", queues] if queues else []),
+                           *(["--pool", pool] if pool else []))
 
     def start_beat(self) -> subprocess.Popen:
         return self._start("beat", "beat", "--schedule-file", str(self.logs / "beat-schedule"))

@@ -22,7 +22,7 @@ from headwater.consolidation.decision import VERDICTS, MalformedAnswer, decision
 from headwater.consolidation.llm import LlamaCpp, OpenAICompatible, packaged_gguf
 from tests.consolidation_corpus import AMBIGUOUS, NEWER
 from tests.integration.consolidation_harness import CorpusHarness, require_llama_cpp
-from tests.services import free_port, wait_until
+from tests.services import free_port, stop_process, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 RETRIES = 2
@@ -171,11 +171,7 @@ def test_openai_compatible_endpoint_on_loopback(corpus, gguf, tmp_path):
         assert corpus.knowledge.count() == 0  # dry run
         _score(corpus, report, "OpenAI-compatible server")
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stop_process(server, 30)
         log.close()
 
 

@@ -24,10 +24,10 @@ SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|API_KEY|ACCESS_KEY|DSN|DATABAS
 WORKLOADS = ("Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob")
 
 
-def _rendered() -> list[dict]:
+def _rendered(kustomization: str = "base") -> list[dict]:
     kubectl = shutil.which("kubectl")
     assert kubectl, "kubectl is needed to render infra/k8s (it renders offline): apt-get install kubectl"
-    rendered = subprocess.run([kubectl, "kustomize", str(INFRA / "k8s" / "base")], capture_output=True, text=True,
+    rendered = subprocess.run([kubectl, "kustomize", str(INFRA / "k8s" / kustomization)], capture_output=True, text=True,
                               check=True, timeout=60).stdout
     return [d for d in yaml.safe_load_all(rendered) if d]
 
@@ -54,6 +54,23 @@ def test_kustomize_base_has_a_scaling_pool_for_every_queue():
     assert all(d["metadata"]["namespace"] == "headwater" for d in documents if d["kind"] != "Namespace")
     (beat,) = [d for d in documents if d["kind"] == "Deployment" and d["metadata"]["name"] == "beat"]
     assert beat["spec"]["replicas"] == 1 and beat["spec"]["strategy"]["type"] == "Recreate"  # one sweeper source
+
+
+@pytest.mark.timeout(60)
+def test_the_embedding_endpoint_overlay_runs_the_dense_pool_on_threads_without_a_model():
+    documents = _rendered("embedding-endpoint")
+    (config,) = [d for d in documents if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "headwater"]
+    assert config["data"]["HEADWATER_DENSE_ENDPOINT_URL"].endswith("/v1") and config["data"]["HEADWATER_DENSE_ENDPOINT_MODEL"]
+    (dense,) = [d for d in documents if d["kind"] == "Deployment" and d["metadata"]["name"] == "worker-embed-dense"]
+    args = dense["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert _queues_in(args) == {names.EMBED_DENSE_QUEUE} and args[args.index("--pool") + 1] == "threads"
+    assert int(args[args.index("-c") + 1]) >= int(config["data"]["HEADWATER_DENSE_ENDPOINT_CONCURRENCY"]) // 2
+    from headwater.settings import Settings
+
+    Settings(**{k.removeprefix("HEADWATER_").lower(): v for k, v in config["data"].items()})  # every value is valid
+    for d in documents:  # the base's other pools and checks are untouched
+        if d["kind"] == "ConfigMap":
+            assert not [k for k in d["data"] if SECRET_NAME.search(k)]
 
 
 def test_compose_runs_a_worker_for_every_queue():
