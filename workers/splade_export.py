@@ -76,8 +76,8 @@ def _torch_export(checkpoint: Path, staging: Path) -> None:
     except ImportError as exc:
         raise ConfigurationError(
             f"the SPLADE checkpoint {checkpoint} is not a BERT masked LM with model.safetensors, so exporting it "
-            f"to ONNX needs torch and transformers ({exc.name} is missing): run scripts/install.sh --torch-export "
-            "(or pip install 'headwater[torch-export]'), or copy an export made elsewhere into "
+            f"to ONNX needs torch and transformers ({exc.name} is missing): install the torch-export extra "
+            "(pip install -e '.[torch-export]'), or copy an export made elsewhere into "
             "HEADWATER_ONNX_CACHE_DIR") from exc
 
     transformers_logging.disable_progress_bar()
