@@ -13,17 +13,22 @@ from rich.table import Table
 from rich.text import Text
 
 import headwater.offline  # noqa: F401
+from headwater import exit_codes
 from headwater.cli import consolidate as cli_consolidate, fleet as cli_fleet, push as cli_push
 from headwater.cli.common import (AllowMassDeleteOpt, AllowPrivateAddressesOpt, ChromaPathOpt, CollectionOpt, ExcludeOpt,
-                                  IncludeOpt, QueueUrlOpt, SourceIdOpt, announce_dead_letter, print_event_counts,
-                                  configure_logging, resolve_connector, fail, cli_settings, err, out, stop_on_signals)
+                                  IncludeOpt, QueueUrlOpt, SourceIdOpt, HeadwaterGroup, announce_dead_letter,
+                                  print_event_counts, configure_logging, resolve_connector, fail, cli_settings, err, out,
+                                  stop_on_signals)
 from headwater.errors import ConfigurationError, HeadwaterError
 from headwater.pipeline.report import SyncReport
 from headwater.settings import load_settings
 
 # Plain help: typer's rich help shows every flag as `--json <bool>`, as if it took a value.
-app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
-                  help="Keep data sources in sync with a Chroma collection.")
+app = typer.Typer(cls=HeadwaterGroup, add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  help="Keep data sources in sync with a Chroma collection.",
+                  epilog=f"Exit status: {exit_codes.OK} done; {exit_codes.ERROR} an error stopped it (the message says "
+                         f"what to do); {exit_codes.SOME_FAILED} a sync ran but some documents failed (the report "
+                         f"names them); {exit_codes.USAGE} the command line is wrong.")
 
 
 @app.callback()
@@ -217,11 +222,11 @@ def _print_changes(report: SyncReport) -> None:
 @app.command()
 def query(text: Annotated[str, typer.Argument(help="What to search for.")],
           collection: CollectionOpt = None, chroma_path: ChromaPathOpt = None,
-          k: Annotated[int, typer.Option("-k", min=1, max=1000, help="Results to return.")] = 5,
-          mode: Annotated[str, typer.Option("--mode", help="hybrid (default), dense or sparse.")] = "hybrid",
-          source: Annotated[Optional[str], typer.Option("--source", help="Only this source id.")] = None,
-          uri_prefix: Annotated[Optional[str], typer.Option("--uri-prefix", help="Only under this path.")] = None,
-          where: Annotated[Optional[str], typer.Option("--where", help="A Chroma where filter, as JSON.")] = None,
+          k: Annotated[int, typer.Option("-k", metavar="N", min=1, max=1000, help="Results to return.")] = 5,
+          mode: Annotated[str, typer.Option("--mode", metavar="MODE", help="hybrid (default), dense or sparse.")] = "hybrid",
+          source: Annotated[Optional[str], typer.Option("--source", metavar="SOURCE_ID", help="Only this source id.")] = None,
+          uri_prefix: Annotated[Optional[str], typer.Option("--uri-prefix", metavar="PREFIX", help="Only under this path.")] = None,
+          where: Annotated[Optional[str], typer.Option("--where", metavar="JSON", help="A Chroma where filter, as JSON.")] = None,
           as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
           knowledge: Annotated[bool, typer.Option("--knowledge", help="Search the consolidated knowledge collection (dense).")] = False) -> None:
     """Search the synced collection: hybrid (dense + SPLADE, fused by RRF) unless --mode says otherwise."""
@@ -347,12 +352,14 @@ def _endpoint_check(settings: Any) -> dict[str, str]:
 def doctor() -> None:
     """Check that models and parsers load offline; makes the SPLADE ONNX export if there is none yet."""
     from headwater.pipeline.embed_dense import DenseEmbedder, install_packaged_model
-    from headwater.pipeline.embed_sparse import SpladeEncoder
+    from headwater.pipeline.embed_sparse import SpladeEncoder, onnx_export
     from headwater.pipeline.parse import parse_document
 
     try:
         settings = load_settings()
         dense = DenseEmbedder(settings.dense_model_dir, int8=settings.dense_int8, cache_dir=settings.onnx_cache_dir)
+        # Making the export is this command's job: it is reported below, not warned about as on first use.
+        onnx_export(settings.sparse_model_dir, settings.onnx_cache_dir, announce=False)
         sparse = SpladeEncoder(settings.sparse_model_dir, cache_dir=settings.onnx_cache_dir)
         sample = parse_document("check.md", b"# Check\n\nHeadwater parses this offline.")
         checks = {
@@ -369,7 +376,8 @@ def doctor() -> None:
     except (HeadwaterError, ValueError, ImportError) as exc:
         fail(exc)
     for name, detail in checks.items():
-        out.print(f"[green]ok[/green] {name}: {detail}")
+        # soft_wrap: piped output (80 columns for rich) must not break a file path across lines.
+        out.print(f"[green]ok[/green] {name}: {detail}", soft_wrap=True)
 
 
 LLM_CHECK = ("import sys; from llama_cpp import Llama; "
@@ -397,7 +405,7 @@ def _in_process_llm_check() -> str | None:
         raise ConfigurationError(
             f"llama-cpp-python exited with {done.returncode} computing one token of {model.name}; a build "
             "for CPU instructions this machine does not allow does that: run `pip cache remove "
-            "llama_cpp_python`, then scripts/install.sh (it builds a portable AVX2 llama.cpp unless "
+            "llama_cpp_python`, then scripts/install.sh --test (it builds a portable AVX2 llama.cpp unless "
             "CMAKE_ARGS says otherwise)")
     return f"llama.cpp computed a token of {model.name}"
 

@@ -15,7 +15,7 @@ from headwater.errors import HeadwaterError
 
 def consolidate(collection: CollectionOpt = None, chroma_path: ChromaPathOpt = None,
                 dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what it would decide; write nothing.")] = False,
-                token_budget: Annotated[Optional[int], typer.Option("--token-budget", min=1,
+                token_budget: Annotated[Optional[int], typer.Option("--token-budget", metavar="TOKENS", min=1,
                                                                      help="Most LLM tokens this run may spend.")] = None,
                 as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False) -> None:
     """Find duplicate, superseded and overlapping chunks across sources; keep the knowledge collection."""

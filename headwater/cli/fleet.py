@@ -10,6 +10,7 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.table import Table
 
+from headwater import exit_codes
 from headwater.cli.common import announce_dead_letter, print_event_counts, resolve_connector, fail, cli_settings, err, out, stop_on_signals
 from headwater.errors import HeadwaterError
 from headwater.settings import load_settings
@@ -55,7 +56,8 @@ def fleet_sync(path: str, collection: str | None, source_id: str | None, include
         time.sleep(0.5)
     _print_runs([run])
     _print_errors(run)
-    raise typer.Exit(0 if run.status.value == "complete" else 2 if run.status.value == "complete_with_errors" else 1)
+    raise typer.Exit(exit_codes.OK if run.status.value == "complete" else exit_codes.SOME_FAILED
+                     if run.status.value == "complete_with_errors" else exit_codes.ERROR)
 
 
 def fleet_watch(path: str, collection: str | None, source_id: str | None, include: list[str] | None,
@@ -96,9 +98,10 @@ def fleet_watch(path: str, collection: str | None, source_id: str | None, includ
 
 
 def worker(queues: Annotated[Optional[str], typer.Option("--queues", help="Comma-separated queues (default: all).")] = None,
-           concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Processes (threads with --pool threads).")] = 1,
-           pool: Annotated[str, typer.Option("--pool", "-P", help="prefork (CPU work: one process per task) or threads "
-                                             "(I/O-bound work: the embed.dense pool with an embedding endpoint).")] = "prefork",
+           concurrency: Annotated[int, typer.Option("--concurrency", "-c", metavar="N", min=1,
+                                                    help="Processes (threads with --pool threads).")] = 1,
+           pool: Annotated[str, typer.Option("--pool", "-P", metavar="POOL", help="prefork (CPU work: one process per task) "
+                                             "or threads (I/O-bound work: the embed.dense pool with an embedding endpoint).")] = "prefork",
            name: Annotated[Optional[str], typer.Option(
                "--name", metavar="NAME", help="This worker's name, unique in the fleet (default: headwater-PID@HOST).")] = None
            ) -> None:
@@ -117,7 +120,7 @@ def worker(queues: Annotated[Optional[str], typer.Option("--queues", help="Comma
 
 
 def beat(schedule_file: Annotated[Path, typer.Option(
-        "--schedule-file", help="Where Celery beat keeps its last-run times.")] = Path(".headwater/celerybeat-schedule")) -> None:
+        "--schedule-file", metavar="PATH", help="Where Celery beat keeps its last-run times.")] = Path(".headwater/celerybeat-schedule")) -> None:
     """Run the fleet's scheduler (Celery beat on redbeat): the sweeper and per-source schedules. Run exactly one."""
     from schedules.beat import run_beat
 
@@ -127,8 +130,8 @@ def beat(schedule_file: Annotated[Path, typer.Option(
 def runs(run_id: Annotated[Optional[str], typer.Argument(help="Show this run (id or unique prefix).")] = None,
          as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
          errors: Annotated[bool, typer.Option("--errors", help="List the run's failed documents with reasons.")] = False,
-         source: Annotated[Optional[str], typer.Option("--source", help="Only runs of this source.")] = None,
-         limit: Annotated[int, typer.Option("--limit", min=1, help="How many, newest first.")] = 20) -> None:
+         source: Annotated[Optional[str], typer.Option("--source", metavar="SOURCE_ID", help="Only runs of this source.")] = None,
+         limit: Annotated[int, typer.Option("--limit", metavar="N", min=1, help="How many, newest first.")] = 20) -> None:
     """Fleet runs, newest first, with status and counters; one run's failed documents with --errors."""
     from headwater.redis_connection import redis_client
     from headwater.fleet.runs import RunStore

@@ -11,22 +11,22 @@ from headwater.cli.common import err, fail, out
 from headwater.errors import HeadwaterError
 
 
-def push(from_path: Annotated[Path, typer.Option("--from-path", help="The embedded Chroma directory to copy from.")],
-         collection: Annotated[str, typer.Option("--collection", help="The collection to copy.")],
-         to: Annotated[str, typer.Option("--to", help="HOST[:PORT] of a Chroma server, or `cloud` for Chroma Cloud.")],
+def push(from_path: Annotated[Path, typer.Option("--from-path", metavar="PATH", help="The embedded Chroma directory to copy from.")],
+         collection: Annotated[str, typer.Option("--collection", metavar="NAME", help="The collection to copy.")],
+         to: Annotated[str, typer.Option("--to", metavar="HOST[:PORT]|cloud", help="HOST[:PORT] of a Chroma server, or `cloud` for Chroma Cloud.")],
          to_collection: Annotated[Optional[str], typer.Option(
-             "--to-collection", help="Name at the target (default: the same name).")] = None,
+             "--to-collection", metavar="NAME", help="Name at the target (default: the same name).")] = None,
          token: Annotated[Optional[str], typer.Option(
              "--token", envvar="HEADWATER_CHROMA_TOKEN", show_default=False,
              help="Bearer token for a proxy in front of the server (prefer the environment variable: a command line is visible to other users).")] = None,
          cloud_api_key: Annotated[Optional[str], typer.Option(
-             "--cloud-api-key", envvar="HEADWATER_CHROMA_CLOUD_API_KEY", show_default=False,
+             "--cloud-api-key", metavar="KEY", envvar="HEADWATER_CHROMA_CLOUD_API_KEY", show_default=False,
              help="Chroma Cloud API key, with --to cloud (prefer the environment variable).")] = None,
-         cloud_tenant: Annotated[Optional[str], typer.Option("--cloud-tenant", envvar="HEADWATER_CHROMA_CLOUD_TENANT", help="Chroma Cloud tenant (default: the API key's).")] = None,
+         cloud_tenant: Annotated[Optional[str], typer.Option("--cloud-tenant", metavar="TENANT", envvar="HEADWATER_CHROMA_CLOUD_TENANT", help="Chroma Cloud tenant (default: the API key's).")] = None,
          cloud_database: Annotated[Optional[str], typer.Option(
-             "--cloud-database", envvar="HEADWATER_CHROMA_CLOUD_DATABASE", help="Chroma Cloud database (default: the API key's).")] = None,
+             "--cloud-database", metavar="DATABASE", envvar="HEADWATER_CHROMA_CLOUD_DATABASE", help="Chroma Cloud database (default: the API key's).")] = None,
          batch_size: Annotated[Optional[int], typer.Option(
-             "--batch-size", min=1, help="Records per write (capped by the target's own limit).")] = None,
+             "--batch-size", metavar="N", min=1, help="Records per write (capped by the target's own limit).")] = None,
          prune: Annotated[bool, typer.Option(
              "--prune", help="Delete records the target holds that the source no longer does.")] = False) -> None:
     """Copy an embedded collection (records, vectors, metadata, sparse vectors, manifest) to a server or Cloud.

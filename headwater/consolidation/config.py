@@ -85,5 +85,6 @@ def make_backend(config: ConsolidationSettings):  # noqa: ANN201
     path = config.gguf_path or packaged_gguf()
     if path is None:
         raise ConfigurationError("no LLM for consolidation: set HEADWATER_CONSOLIDATE_LLM_URL (an OpenAI-compatible "
-                                 "endpoint) or HEADWATER_CONSOLIDATE_GGUF_PATH, or install Headwater's consolidate extra")
+                                 "endpoint) or HEADWATER_CONSOLIDATE_GGUF_PATH, or run scripts/install.sh --test (the llm extra "
+                                 "and a small GGUF model)")
     return LlamaCpp(path, max_tokens=config.llm_max_tokens)

@@ -102,8 +102,8 @@ class LlamaCpp:
         try:
             from llama_cpp import Llama
         except ImportError:
-            raise ConfigurationError("the in-process LLM needs llama-cpp-python: install Headwater's consolidate "
-                                     "extra (scripts/install.sh does), or set HEADWATER_CONSOLIDATE_LLM_URL") from None
+            raise ConfigurationError("the in-process LLM needs llama-cpp-python: install Headwater's llm "
+                                     "extra (scripts/install.sh --test does), or set HEADWATER_CONSOLIDATE_LLM_URL") from None
         self.model = Path(model_path).name
         self.max_tokens = max_tokens
         self._lock = threading.Lock()

@@ -1,8 +1,9 @@
 """SPLADE sparse embeddings: log(1 + ReLU(MLM logits)), max-pooled over a text's tokens, on onnxruntime.
 
-The checkpoint (torch weights) is exported to ONNX once (headwater.pipeline.splade_export, run by
-`headwater doctor` at install time) and cached per checkpoint digest; queries and documents are
-then encoded by the same ONNX graph, so their vectors agree, and nothing here imports torch.
+The checkpoint is exported to ONNX once (headwater.pipeline.splade_export, run by `headwater doctor` at
+install time; no torch for BERT checkpoints with safetensors weights) and cached per checkpoint
+digest; queries and documents are then encoded by the same ONNX graph, so their vectors agree,
+and nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ log = logging.getLogger(__name__)
 
 MAX_TOKENS = 256
 # Part of the export's cache key: bump it when splade_export changes what the graph computes.
-EXPORT_RECIPE = "r1"
+# r2: the graph is written from the weights by headwater.pipeline.splade_graph, no longer traced by torch (the
+# same function: weights within 3e-6 of r1's, see tests/unit/test_splade_graph.py).
+EXPORT_RECIPE = "r2"
 
 
 def packaged_splade_dir() -> Path:
@@ -36,8 +39,9 @@ def packaged_splade_dir() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "model"
 
 
-def onnx_export(model_dir: Path | None = None, cache_dir: Path | None = None) -> Path:
-    """The directory holding the checkpoint's ONNX export; made now (once, saying so) if there is none."""
+def onnx_export(model_dir: Path | None = None, cache_dir: Path | None = None, announce: bool = True) -> Path:
+    """The directory holding the checkpoint's ONNX export; made now (once, saying so unless `announce` is off:
+    `headwater doctor` says it in its own words) if there is none."""
     from headwater.pipeline.model_identity import sparse_identity
 
     checkpoint = Path(model_dir) if model_dir else packaged_splade_dir()
@@ -53,8 +57,9 @@ def onnx_export(model_dir: Path | None = None, cache_dir: Path | None = None) ->
     from headwater.pipeline.splade_export import export_splade
 
     for place in places:
-        log.warning("exporting SPLADE model %s to ONNX once, into %s (takes a few seconds; `headwater doctor` "
-                    "does this at install time)", checkpoint, place)
+        if announce:
+            log.warning("exporting SPLADE model %s to ONNX once, into %s (takes a few seconds; `headwater doctor` "
+                        "does this at install time)", checkpoint, place)
         try:
             return export_splade(checkpoint, place)
         except PermissionError as exc:

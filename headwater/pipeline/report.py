@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field
 
+from headwater import exit_codes
+
 
 @dataclass
 class SyncReport:
@@ -43,7 +45,7 @@ class SyncReport:
     @property
     def exit_code(self) -> int:
         """0 when every document succeeded, 2 when some failed (the others are still indexed)."""
-        return 2 if self.failed else 0
+        return exit_codes.SOME_FAILED if self.failed else exit_codes.OK
 
     def merge(self, other: SyncReport) -> None:
         """Add another pass's counts into this one (watch mode keeps one running total)."""

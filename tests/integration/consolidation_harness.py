@@ -47,11 +47,11 @@ class CorpusHarness:
 
 
 def require_llama_cpp() -> None:
-    """Skip the test without llama-cpp-python; in CI (which installs the consolidate extra) fail it instead."""
+    """Skip the test without llama-cpp-python; in CI (which installs the llm extra) fail it instead."""
     import pytest
 
     try:
         import llama_cpp  # noqa: F401
     except ImportError as exc:
         (pytest.fail if os.environ.get("CI") else pytest.skip)(
-            f"llama-cpp-python (Headwater's consolidate extra, scripts/install.sh) is not installed ({exc})")
+            f"llama-cpp-python (Headwater's llm extra, scripts/install.sh --test) is not installed ({exc})")

