@@ -14,44 +14,17 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import httpx
 
+from connectors.web_politeness import LocalPacer, Throttle
 from connectors.web_urls import RefusedAddress, host_of, safe_addresses
 
 DEFAULT_USER_AGENT = "HeadwaterBot/0.1 (+https://github.com/headwater/headwater)"
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 MAX_RETRY_AFTER_SECONDS = 120.0
-
-
-class HostPacer(Protocol):
-    """Spaces requests to one host: `wait_turn` returns once this caller may send its request."""
-
-    def wait_turn(self, host: str, delay: float) -> None: ...
-
-
-class LocalPacer:
-    """Politeness within one process: request starts to a host are at least `delay` apart.
-
-    The gap is measured from the previous start with the delay known now, so the request that
-    reads robots.txt is followed by its crawl-delay too.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._last: dict[str, float] = {}
-
-    def wait_turn(self, host: str, delay: float) -> None:
-        with self._lock:  # reserve a slot, then sleep outside the lock
-            now = time.monotonic()
-            last = self._last.get(host)
-            start = now if last is None else max(now, last + delay)
-            self._last[host] = start
-        if start > now:
-            time.sleep(start - now)
 
 
 class FetchFailed(Exception):
@@ -105,11 +78,9 @@ class FetchPolicy:
 class Fetcher:
     """GETs with every safety and politeness rule applied; one httpx client (connection pool) per crawl."""
 
-    def __init__(self, policy: FetchPolicy, pacer: HostPacer | None = None,
-                 delay_for: callable = lambda host: 0.0) -> None:  # type: ignore[valid-type]
+    def __init__(self, policy: FetchPolicy, throttle: Throttle | None = None) -> None:
         self.policy = policy
-        self.pacer = pacer or LocalPacer()
-        self.delay_for = delay_for
+        self.throttle = throttle or Throttle(LocalPacer(), 0.0)
         self.requests = 0
         # Redirects are followed by hand (each hop is checked); proxies from the environment are not
         # used, since the address check must see the address actually connected to.
@@ -168,9 +139,13 @@ class Fetcher:
         pinned = urlunsplit((parts.scheme, netloc, parts.path or "/", parts.query, ""))
         headers = {"Host": parts.netloc, **(validators.headers() if validators else {})}
         extensions = {"sni_hostname": parts.hostname} if parts.scheme == "https" else {}
-        self.pacer.wait_turn(host, self.delay_for(host))
+        self.throttle.wait(host)
         self.requests += 1
+        sent = time.monotonic()
         with self.client.stream("GET", pinned, headers=headers, extensions=extensions) as reply:
+            # The time to the headers is the server's latency (a large body's transfer is not).
+            self.throttle.observed(host, time.monotonic() - sent, reply.status_code,
+                                   _retry_after(reply.headers.get("retry-after")))
             body = b""
             if reply.status_code == 200:
                 declared = int(reply.headers.get("content-length") or 0)

@@ -57,6 +57,9 @@ class RunRow(Base):
     finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     counters: Mapped[dict] = mapped_column(JSON, default=dict)
     errors: Mapped[dict] = mapped_column(JSON, default=dict)
+    # uri -> what went wrong without stopping it; this and the next came after the first release (_add_new_columns)
+    warnings: Mapped[dict | None] = mapped_column(JSON, nullable=True, default=dict)
+    skipped: Mapped[dict | None] = mapped_column(JSON, nullable=True, default=dict)  # uri -> why
 
 
 class SourceExists(ValueError):
@@ -86,6 +89,23 @@ def _sqlite_write_ahead_log(connection: Any, _record: Any) -> None:
     cursor.close()
 
 
+def _add_new_columns(engine: Engine) -> None:
+    """Columns added to a table after a database was created: `create_all` makes only missing tables.
+
+    Each such column is nullable, so adding it is all an existing database needs.
+    """
+    from sqlalchemy import inspect
+
+    inspector = inspect(engine)
+    with engine.begin() as connection:
+        for table in Base.metadata.sorted_tables:
+            present = {c["name"] for c in inspector.get_columns(table.name)}
+            for column in table.columns:
+                if column.name not in present and column.nullable:
+                    kind = column.type.compile(dialect=engine.dialect)
+                    connection.exec_driver_sql(f'ALTER TABLE {table.name} ADD COLUMN {column.name} {kind}')
+
+
 class SourceStore:
     """Sources and embedded runs; one engine per process, sessions per call."""
 
@@ -97,6 +117,7 @@ class SourceStore:
         if url.startswith("sqlite"):
             event.listen(self.engine, "connect", _sqlite_write_ahead_log)
         Base.metadata.create_all(self.engine)
+        _add_new_columns(self.engine)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
 
     @classmethod

@@ -62,13 +62,16 @@ class Run:
     counters: dict[str, int] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
     allow_mass_delete: bool = False
+    warnings: dict[str, str] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)  # uri -> why it was skipped
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "source_id": self.source_id, "seq": self.seq, "kind": self.kind,
                 "status": self.status.value, "created_at": self.created_at, "started_at": self.started_at,
                 "finished_at": self.finished_at, "collection": self.target.collection,
                 "dense_model": self.target.dense_model, "sparse_model": self.target.sparse_model,
-                **{c: self.counters.get(c, 0) for c in COUNTERS}, "errors": self.errors}
+                **{c: self.counters.get(c, 0) for c in COUNTERS}, "errors": self.errors,
+                "warnings": self.warnings, "skipped_documents": self.skipped}
 
 
 # Claim a document for a run unless a newer run of the same source already wrote it.
@@ -156,7 +159,8 @@ class RunStore:
         pipe = self.redis.pipeline()
         for run_id in stale:
             pipe.delete(*(keys.run(run_id, part) for part in
-                          ("", "source", "docs", "changes", "todo", "active", "gone", "errors", "claims", "depth")))
+                          ("", "source", "docs", "changes", "todo", "active", "gone", "errors", "notes", "warnings",
+                           "claims", "depth")))
         pipe.zrem(keys.source(source_id, "runs"), *stale)
         pipe.zrem(keys.ALL_RUNS, *stale)
         pipe.execute()
@@ -170,7 +174,8 @@ class RunStore:
                    target=Target(data.get("collection", ""), data.get("dense_model", ""), data.get("sparse_model", "")),
                    started_at=_float(data.get("started_at")), finished_at=_float(data.get("finished_at")),
                    counters={c: int(data.get(c, 0)) for c in COUNTERS}, errors=self.errors(run_id),
-                   allow_mass_delete=data.get("allow_mass_delete") == "1")
+                   allow_mass_delete=data.get("allow_mass_delete") == "1", warnings=self.warnings(run_id),
+                   skipped=self._hash(run_id, "notes"))
 
     def status(self, run_id: str) -> RunStatus | None:
         raw = self.redis.hget(keys.run(run_id), "status")
@@ -178,6 +183,17 @@ class RunStore:
 
     def errors(self, run_id: str) -> dict[str, str]:
         return {_text(k): _text(v) for k, v in self.redis.hgetall(keys.run(run_id, "errors")).items()}
+
+    def warnings(self, run_id: str) -> dict[str, str]:
+        return self._hash(run_id, "warnings")
+
+    def _hash(self, run_id: str, part: str) -> dict[str, str]:
+        return {_text(k): _text(v) for k, v in self.redis.hgetall(keys.run(run_id, part)).items()}
+
+    def warn(self, run_id: str, uri: str, warnings: tuple[str, ...]) -> None:
+        """Record what went wrong with a document without stopping it (a redelivered step writes the same)."""
+        if warnings:
+            self.redis.hset(keys.run(run_id, "warnings"), uri, "; ".join(warnings))
 
     def states(self, run_id: str) -> dict[str, str]:
         """uri -> state of every document the run knows."""
