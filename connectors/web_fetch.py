@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import email.utils
 import random
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field

@@ -3,7 +3,7 @@
 Nothing here is hand-made to suit the parser: GitHub's templates are HTML comment blocks (as
 nearly every PR and issue template is), Markdown carries YAML front matter, HTML has broken nesting,
 the e-mail is written by Python's email package with an attachment, the Office files by
-python-docx and python-pptx (installed with unstructured), and the PDFs are the ones Debian
+python-docx and python-pptx (tests/documents.py; installed with unstructured), and the PDFs are the ones Debian
 packages ship under /usr/share/doc, or, on a machine with none, one written by matplotlib's PDF
 backend (a real PDF writer with a text layer).
 """
@@ -13,6 +13,8 @@ from __future__ import annotations
 import shutil
 from email.message import EmailMessage
 from pathlib import Path
+
+from tests.documents import write_docx, write_pptx
 
 # GitHub's pull request template as projects write it: three comment blocks and nothing else.
 PR_TEMPLATE = """<!--
@@ -72,27 +74,6 @@ def write_eml(path: Path) -> Path:
     message.add_attachment("host,disk_gb\nalpha,120\nbeta,98\n".encode(), maintype="text", subtype="csv",
                            filename="capacity.csv")
     path.write_bytes(bytes(message))
-    return path
-
-
-def write_docx(path: Path) -> Path:
-    import docx
-
-    document = docx.Document()
-    document.add_heading("Incident review", level=1)
-    document.add_paragraph("The failover drill restored service in eleven minutes.")
-    document.save(str(path))
-    return path
-
-
-def write_pptx(path: Path) -> Path:
-    import pptx
-
-    deck = pptx.Presentation()
-    slide = deck.slides.add_slide(deck.slide_layouts[1])
-    slide.shapes.title.text = "Roadmap"
-    slide.placeholders[1].text = "Ship the offline installer before the spring release."
-    deck.save(str(path))
     return path
 
 
