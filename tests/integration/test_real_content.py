@@ -60,7 +60,7 @@ def test_real_files_are_indexed_or_skipped_with_a_reason_embedded(tmp_path, make
 
 def test_the_real_repository_case_syncs_complete_through_a_git_source_embedded(tmp_path, make_harness):
     repo = _template_repository(tmp_path)
-    h = make_harness(tmp_path / "unused")
+    h = make_harness(tmp_path)  # its folder connector is not used: the git source is
     connector = GitConnector("service", repo.url, branch="main", cache_dir=tmp_path / "git-cache")
     report = h.engine.sync(connector)
     assert report.failed == {} and report.added == 2, report
