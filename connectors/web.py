@@ -8,8 +8,8 @@ is not even asked for), is unchanged and never read; a page fetched before that 
 or 410 is left out of the listing, so the pass deletes it; one never fetched before is a broken
 link, listed so that the report names it (skipped, "broken link"); a page that could not be loaded
 is listed as failed, and what was indexed of it stays. Request pacing adapts to each host
-(connectors.web_politeness). Chunks carry the page's `url`, `title`, `fetched_at`, `lastmod` (the sitemap's, else
-Last-Modified) and `etag`. In the fleet, the listing is only the seeds: each page's fetch adds
+(connectors.web_politeness). Chunks carry the page's `url`, `title`, `fetched_at`, `lastmod`
+(the sitemap's, else Last-Modified) and `etag`. In the fleet, the listing is only the seeds: each page's fetch adds
 the links it found to the run (`discovered`), so the crawl fans out over the fetch workers.
 """
 
