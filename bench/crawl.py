@@ -1,22 +1,21 @@
-"""Website sources: crawl rate, a full embedded sync of a documentation site, and what a recrawl costs.
+"""Website sources with default options: a first crawl, an unchanged recrawl and a recrawl after one edit.
 
-Site: the Python documentation as Debian's `python3.11-doc` package installs it
-(/usr/share/doc/python3.11/html, 530 HTML pages of real Sphinx output: navigation, footers, code),
-served on loopback by a threaded HTTP server with ETags and Last-Modified (tests/web_site.py).
-Nothing is generated and nothing is shipped: install the package (`apt-get install python3.11-doc`)
-or point --root at another installed HTML tree.
+Site: a local copy of a real documentation site installed by a Debian package (default: the
+PostgreSQL manual of `postgresql-doc-15`, /usr/share/doc/postgresql-doc-15/html; the Python
+docs of `python3.11-doc` or any other installed HTML tree work too), copied to a temporary
+directory and served on loopback by Python's own `http.server` (SimpleHTTPRequestHandler: a
+Last-Modified on every file, 304 for an If-Modified-Since no older than it, no ETags, no
+robots.txt, no sitemap). Nothing is generated and nothing is shipped: install the package
+(`apt-get install postgresql-doc-15`) or pass another directory.
 
-* Crawl only: the connector's listing (robots.txt, links, fetches) with no parsing or embedding,
-  first from nothing (every page 200), then again with the crawl state (every page 304).
-* Full sync: `engine.sync(connector)` on a fresh collection (crawl, main-content extraction,
-  parsing, chunking, dense and SPLADE embedding, writes), then a recrawl of the unchanged site
-  (must embed nothing), then a recrawl after one page changed (must re-embed only its changed chunks).
+The connector runs with its DEFAULT options (delay_seconds 0.5, concurrency 2: the politeness
+a user gets), except `allow_private_addresses` (the site is on loopback) and the page limit.
+Each pass is `engine.sync(connector)` on one embedded collection, so the first pass includes
+main-content extraction, parsing, chunking, dense and SPLADE embedding and writes, and the
+recrawls include everything a recrawl costs. Printed per pass: wall time, requests the server
+answered (by status), and what the pass did. Then the edited page must be found by the next pass.
 
-The crawl runs with no delay (the server is on loopback and ours): what is measured is the
-crawler's own cost, not a politeness setting. Compare figures of one run; the machine may be
-shared, so the load average is printed with them.
-
-Run: ``python -m bench.crawl [--root DIR] [--limit N] [--concurrency N]``.
+Run: ``python -m bench.crawl [ROOT] [--limit N] [--delay S] [--concurrency N] [--crawl-only]``.
 """
 
 from __future__ import annotations
@@ -26,111 +25,165 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
+from collections import Counter
+from contextlib import contextmanager
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from time import perf_counter, process_time
 
-DEFAULT_ROOT = Path("/usr/share/doc/python3.11/html")
+ROOTS = (Path("/usr/share/doc/postgresql-doc-15/html"), Path("/usr/share/doc/python3.11/html"))
 # Sphinx's own directories hold sources, images and scripts, not pages.
 EXCLUDE = ("/_sources/*", "/_static/*", "/_images/*", "/_downloads/*")
+EDIT = "Edited by bench.crawl: the lighthouse keeper's logbook."
 
 
-def connector_for(site, state_dir: Path | None, limit: int, concurrency: int):  # noqa: ANN001, ANN201
+class _Counted(SimpleHTTPRequestHandler):
+    """Python's static file handler, quiet, counting the statuses it answers."""
+
+    statuses: Counter
+    lock: threading.Lock
+
+    def log_message(self, format: str, *args) -> None:  # noqa: A002
+        pass
+
+    def send_response(self, code: int, message: str | None = None) -> None:
+        with self.lock:
+            self.statuses[code] += 1
+        super().send_response(code, message)
+
+
+@contextmanager
+def serve_directory(root: Path):  # noqa: ANN201
+    """Python's http.server over `root` on a free loopback port; yields (base URL, status counter)."""
+    statuses: Counter = Counter()
+    handler = type("Handler", (_Counted,), {"statuses": statuses, "lock": threading.Lock()})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(handler, directory=str(root)))
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", statuses
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def connector_for(base: str, state_dir: Path, args: argparse.Namespace):  # noqa: ANN201
     from connectors.web import WebConnector
     from connectors.web_state import FileCrawlState
 
-    connector = WebConnector("python-docs", [site.url("/index.html")], exclude=EXCLUDE, max_pages=limit,
-                             allow_private_addresses=True, delay_seconds=0.0, concurrency=concurrency)
-    if state_dir is not None:
-        connector.state = FileCrawlState(state_dir, "python-docs")
+    options = {"max_pages": args.limit, "exclude": EXCLUDE, "allow_private_addresses": True}
+    if args.delay is not None:
+        options["delay_seconds"] = args.delay
+    if args.concurrency is not None:
+        options["concurrency"] = args.concurrency
+    connector = WebConnector("docs", [f"{base}/index.html"], **options)
+    connector.state = FileCrawlState(state_dir, "docs")
     return connector
 
 
-def crawl_only(site, state_dir: Path, limit: int, concurrency: int) -> tuple[int, float, float]:  # noqa: ANN001
-    """(pages listed, seconds, process CPU seconds) of one listing."""
-    connector = connector_for(site, state_dir, limit, concurrency)
+def _pass(name: str, run, statuses: Counter) -> tuple[float, int, object]:  # noqa: ANN001
+    statuses.clear()
     c0, t0 = process_time(), perf_counter()
-    pages = sum(1 for _ in connector.list_documents())
+    result = run()
     seconds, cpu = perf_counter() - t0, process_time() - c0
-    connector.close()
-    return pages, seconds, cpu
+    requests = sum(statuses.values())
+    print(f"{name:<22} {seconds:7.2f} s wall, {cpu:6.2f} s process CPU, {requests:5d} requests "
+          f"({', '.join(f'{n} x {s}' for s, n in sorted(statuses.items()))})")
+    return seconds, requests, result
+
+
+def edit_a_page(copy: Path, pages: list[str]) -> Path:
+    """Append a sentence to the main text of a page the crawl indexed (its mtime moves on)."""
+    for uri in pages:
+        path = copy / uri.split("/", 3)[-1]
+        if path.suffix == ".html" and path.name != "index.html" and path.is_file():
+            html = path.read_text(encoding="utf-8", errors="replace")
+            if "</p>" in html:
+                path.write_text(html.replace("</p>", f" {EDIT}</p>", 1), encoding="utf-8")
+                stat = path.stat()
+                os.utime(path, (stat.st_atime, stat.st_mtime + 2))  # http.server's dates have 1 s steps
+                return path
+    raise SystemExit("no page with a paragraph to edit among the crawled pages")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--root", type=Path, default=DEFAULT_ROOT, help="an installed HTML documentation tree")
-    parser.add_argument("--limit", type=int, default=10_000, help="most pages to crawl")
-    parser.add_argument("--concurrency", type=int, default=4, help="requests in flight to the host")
-    parser.add_argument("--crawl-only", action="store_true", help="skip the full sync (no models)")
+    parser.add_argument("root", nargs="?", type=Path, default=next((r for r in ROOTS if r.is_dir()), ROOTS[0]),
+                        help="an installed HTML documentation tree (default: the PostgreSQL manual)")
+    parser.add_argument("--limit", type=int, default=60, help="most pages to crawl (max_pages)")
+    parser.add_argument("--delay", type=float, default=None, help="delay_seconds (default: the connector's)")
+    parser.add_argument("--concurrency", type=int, default=None, help="concurrency (default: the connector's)")
+    parser.add_argument("--crawl-only", action="store_true", help="list the site only (no parsing or models)")
     args = parser.parse_args(argv)
     if not (args.root / "index.html").is_file():
-        print(f"{args.root} has no index.html; install python3.11-doc (Debian) or pass --root", file=sys.stderr)
+        print(f"{args.root} has no index.html; `apt-get install postgresql-doc-15` (Debian) or pass a directory",
+              file=sys.stderr)
         return 1
-
-    from tests.web_site import Site, serve
-
-    html_pages = sum(1 for _ in args.root.rglob("*.html"))
     tmp = Path(tempfile.mkdtemp(prefix="headwater-crawl-bench-"))
     try:
-        with serve(Site(root=args.root)) as site:
-            print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at start")
-            print(f"site: {args.root} ({html_pages} HTML files) on {site.base}, concurrency {args.concurrency}, no delay")
-            pages, first_s, first_cpu = crawl_only(site, tmp / "crawl-only", args.limit, args.concurrency)
-            site.clear_log()
-            again, again_s, again_cpu = crawl_only(site, tmp / "crawl-only", args.limit, args.concurrency)
-            statuses = {r.status for r in site.requests() if not r.path.endswith("robots.txt")}
-            print(f"crawl only, first:   {pages} pages in {first_s:.2f} s = {pages / first_s:.0f} pages/s "
-                  f"(process CPU {first_cpu:.2f} s)")
-            print(f"crawl only, again:   {again} pages in {again_s:.2f} s = {again / again_s:.0f} pages/s "
-                  f"(process CPU {again_cpu:.2f} s; statuses {sorted(statuses)})")
+        copy = tmp / "site"
+        shutil.copytree(args.root, copy)
+        html_files = sum(1 for _ in copy.rglob("*.html"))
+        with serve_directory(copy) as (base, statuses):
+            probe = connector_for(base, tmp / "probe", args)
+            print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
+            print(f"site: a copy of {args.root} ({html_files} HTML files) served by http.server on {base}; "
+                  f"max_pages {args.limit}, delay_seconds {probe.delay_seconds}, concurrency {probe.concurrency}")
             if args.crawl_only:
-                return 0
-            full = full_sync(site, tmp, args.limit, args.concurrency)
-            print(f"load average {os.getloadavg()[0]:.2f} at end")
-            print()
-            print("| site | pages | crawl only (200s) | recrawl, crawl only (304s) | full sync | "
-                  "unchanged recrawl | one page changed |")
-            print("|---|---|---|---|---|---|---|")
-            print(f"| Python 3.11 docs, {html_pages} HTML files | {pages} | {pages / first_s:.0f} pages/s | "
-                  f"{again / again_s:.0f} pages/s | {full['pages'] / full['first']:.1f} pages/s "
-                  f"({full['first']:.0f} s, {full['chunks']} chunks) | {full['unchanged']:.1f} s, "
-                  f"{full['unchanged_embedded']} embedded | {full['edited']:.1f} s, {full['edited_embedded']} "
-                  f"chunks embedded |")
+                return crawl_only(base, tmp, args, statuses, copy)
+            return full_sync(base, tmp, args, statuses, copy)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def crawl_only(base: str, tmp: Path, args: argparse.Namespace, statuses: Counter, copy: Path) -> int:
+    def listing() -> list[str]:
+        connector = connector_for(base, tmp / "crawl", args)
+        try:
+            return [c.uri for c in connector.list_documents()]
+        finally:
+            connector.close()
+
+    first_s, first_n, pages = _pass("crawl only, first", listing, statuses)
+    again_s, again_n, _ = _pass("crawl only, unchanged", listing, statuses)
+    print(f"unchanged / first: {again_s / first_s:.2f} of the wall time, {again_n} of {first_n} requests "
+          f"({len(pages)} pages)")
     return 0
 
 
-def full_sync(site, tmp: Path, limit: int, concurrency: int) -> dict:  # noqa: ANN001
-    """First sync, unchanged recrawl and one-page-changed recrawl through the embedded engine."""
+def full_sync(base: str, tmp: Path, args: argparse.Namespace, statuses: Counter, copy: Path) -> int:
     from headwater.sync.embedded import open_engine
     from headwater.settings import load_settings
 
     settings = load_settings(chroma_path=tmp / "chroma", collection="bench")
     with open_engine(settings) as engine:
-        c0, t0 = process_time(), perf_counter()
-        first = engine.sync(connector_for(site, tmp / "crawl", limit, concurrency))
-        first_s, first_cpu = perf_counter() - t0, process_time() - c0
-        pages = first.added + first.updated + first.unchanged
-        print(f"full sync, first:    {pages} pages in {first_s:.1f} s = {pages / first_s:.1f} pages/s "
-              f"({first.chunks_written} chunks, {first.chunks_embedded} embedded; process CPU {first_cpu:.1f} s; "
-              f"{len(first.failed)} failed, {len(first.skipped)} skipped)")
-        t0 = perf_counter()
-        unchanged = engine.sync(connector_for(site, tmp / "crawl", limit, concurrency))
-        unchanged_s = perf_counter() - t0
-        print(f"recrawl, unchanged:  {unchanged_s:.2f} s, {unchanged.unchanged} unchanged, "
-              f"{unchanged.chunks_embedded} embedded")
-        path = "/library/json.html"
-        page = site.route(path)
-        site.page(path, page.body.replace(b"lightweight data interchange format",
-                                          b"lightweight, text-based data interchange format"))
-        t0 = perf_counter()
-        edited = engine.sync(connector_for(site, tmp / "crawl", limit, concurrency))
-        edited_s = perf_counter() - t0
-        print(f"recrawl, {path} changed: {edited_s:.2f} s, {edited.updated} updated, "
-              f"{edited.chunks_embedded} chunks embedded")
-    return {"pages": pages, "first": first_s, "chunks": first.chunks_written, "unchanged": unchanged_s,
-            "unchanged_embedded": unchanged.chunks_embedded, "edited": edited_s,
-            "edited_embedded": edited.chunks_embedded}
+        def sync():  # noqa: ANN202
+            return engine.sync(connector_for(base, tmp / "crawl", args))
+
+        first_s, first_n, first = _pass("first crawl", sync, statuses)
+        print(f"  {first.added} pages added, {first.chunks_embedded} chunks embedded, "
+              f"{len(first.failed)} failed, {len(first.skipped)} skipped")
+        again_s, again_n, again = _pass("unchanged recrawl", sync, statuses)
+        print(f"  {again.unchanged} unchanged, {again.added + again.updated} re-indexed, "
+              f"{again.chunks_embedded} chunks embedded")
+        pages = sorted(d for d in engine.store.documents("docs"))
+        edited = edit_a_page(copy, pages)
+        edit_s, edit_n, changed = _pass("recrawl after an edit", sync, statuses)
+        found = engine.store.collection.get(where_document={"$contains": EDIT}, include=["metadatas"])
+        uris = sorted({m["uri"] for m in found["metadatas"]})
+        print(f"  {changed.updated} updated, {changed.chunks_embedded} chunks embedded; the edit of "
+              f"{edited.relative_to(copy)} is found in {uris or 'nothing'}")
+    print()
+    print(f"unchanged recrawl / first crawl: {again_s / first_s:.3f} of the wall time "
+          f"({again_s:.2f} s / {first_s:.2f} s), {again_n} / {first_n} requests")
+    print("| site | pages | first crawl | unchanged recrawl | ratio | recrawl after one edit |")
+    print("|---|---|---|---|---|---|")
+    print(f"| {args.root} | {first.added} | {first_s:.1f} s, {first_n} requests | {again_s:.2f} s, {again_n} requests "
+          f"| {again_s / first_s:.3f} | {edit_s:.2f} s, {edit_n} requests, {changed.updated} updated |")
+    return 0 if uris else 1
 
 
 if __name__ == "__main__":

@@ -3,10 +3,13 @@
 URIs are page URLs (normalised: no fragment, default port, tracking parameters dropped). A full
 pass crawls from the start URLs and the sitemaps (those named in the options and in robots.txt),
 within the allowed hosts, the include/exclude patterns, robots.txt, the depth and the page limit.
-A page that answers 304 is unchanged and never read; 404 and 410 leave it out of the listing, so
-the pass deletes it; a page that could not be loaded is listed as failed, and what was indexed of
-it stays. Chunks carry the page's `url`, `title`, `fetched_at`, `lastmod` (the sitemap's, else
-Last-Modified) and `etag`. In the fleet, the listing is only the seeds: each page's fetch adds
+A page that answers 304, or whose sitemap lastmod is no newer than when it was fetched (then it
+is not even asked for), is unchanged and never read; a page fetched before that now answers 404
+or 410 is left out of the listing, so the pass deletes it; one never fetched before is a broken
+link, listed so that the report names it (skipped, "broken link"); a page that could not be loaded
+is listed as failed, and what was indexed of it stays. Request pacing adapts to each host
+(connectors.web_politeness). Chunks carry the page's `url`, `title`, `fetched_at`, `lastmod`
+(the sitemap's, else Last-Modified) and `etag`. In the fleet, the listing is only the seeds: each page's fetch adds
 the links it found to the run (`discovered`), so the crawl fans out over the fetch workers.
 """
 
@@ -20,7 +23,8 @@ from typing import Any
 
 from connectors.base import DocumentStat, register_connector
 from connectors.web_crawl import Crawl, Visit, Visitor, now_ns
-from connectors.web_fetch import DEFAULT_USER_AGENT, FetchPolicy, Fetcher, HostPacer, LocalPacer
+from connectors.web_fetch import DEFAULT_USER_AGENT, FetchPolicy, Fetcher
+from connectors.web_politeness import HostPacer, LocalPacer, Throttle
 from connectors.web_state import CrawlState, FileCrawlState, MemoryCrawlState
 from connectors.web_urls import Scope, host_of, normalize
 from headwater.errors import ConfigurationError, PermanentDocumentError, SkippedDocument
@@ -107,9 +111,9 @@ class WebConnector:
 
     def visitor(self) -> Visitor:
         if self._visitor is None:
-            fetcher = Fetcher(self.policy, self.pacer)
-            self._visitor = Visitor(self, fetcher)
-            fetcher.delay_for = self._visitor.delay_for
+            throttle = Throttle(self.pacer, self.delay_seconds)
+            self._visitor = Visitor(self, Fetcher(self.policy, throttle))
+            throttle.floor = self._visitor.robots.known_delay  # never faster than robots.txt's Crawl-delay
         return self._visitor
 
     def close(self) -> None:
@@ -124,15 +128,16 @@ class WebConnector:
         self._visits.clear()
         crawl = Crawl(self, self.visitor())
         for visit, _depth in crawl.run():
-            if visit.kind in ("gone", "skipped"):
-                if visit.kind == "skipped":
-                    self.refused[visit.url] = visit.reason
+            if visit.kind == "skipped":
+                self.refused[visit.url] = visit.reason
                 continue
+            if visit.kind == "gone" and not visit.broken:
+                continue  # left out of the listing: the pass deletes what was indexed of it
             uri = visit.uri or visit.url
             if visit.modified_time is None:  # no Last-Modified: the sitemap's lastmod, if it has one
                 visit.modified_time = self.state.get_lastmod(uri) or self.state.get_lastmod(visit.url)
             self._visits[uri] = visit
-            version = None if visit.kind == "failed" else visit.version
+            version = None if visit.kind in ("failed", "gone") else visit.version
             yield DocumentChange(self.source_id, uri, Op.UPSERT, version=version, sequence=now_ns())
         if hasattr(self.state, "retain"):
             self.state.retain(crawl.frontier.seen)
@@ -148,6 +153,8 @@ class WebConnector:
 
     def stat(self, uri: str) -> DocumentStat:
         visit = self._visit_of(uri)
+        if visit.kind == "gone" and visit.broken:  # listed so that the report names it; nothing is deleted
+            raise SkippedDocument(f"broken link: {visit.reason} (never indexed); fix or remove the links to it")
         if visit.kind == "gone":
             raise FileNotFoundError(uri)
         if visit.kind == "failed":

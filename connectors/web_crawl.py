@@ -7,6 +7,7 @@ without fetching it again, and an unchanged one (304) is never read at all.
 
 from __future__ import annotations
 
+import dataclasses
 import email.utils
 import hashlib
 import logging
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from connectors.web_fetch import Fetcher, FetchFailed, Response, ResponseTooLarge, Validators
+from connectors.web_politeness import unchanged_by_lastmod
 from connectors.web_state import PageRecord
 from connectors.web_urls import QueryBudget, RefusedAddress, extract_links, host_of, normalize
 
@@ -57,6 +59,8 @@ class Visit:
     record: PageRecord | None = None
     etag: str | None = None
     fetched_at: str | None = None  # when the response behind this version came (ISO 8601, UTC)
+    # Gone (404/410) and never fetched before: a link to nothing, reported, not a deletion.
+    broken: bool = False
 
 
 class Robots:
@@ -136,16 +140,14 @@ class Visitor:
         self.fetcher.close()
         self._spool.cleanup()
 
-    def delay_for(self, host: str) -> float:
-        """The gap between two requests to a host: the source's delay or robots.txt's crawl-delay, the larger."""
-        return max(self.connector.delay_seconds, self.robots.known_delay(host))
-
     def visit(self, url: str, conditional: bool = True) -> Visit:
         state = self.connector.state
         prior = state.get(url) if conditional else None
         try:
             if not self.robots.allowed(url):
                 return Visit(url, "skipped", reason=ROBOTS_DISALLOWED)
+            if prior is not None and unchanged_by_lastmod(prior.lastmod, state.get_lastmod(url)):
+                return self._unchanged(url, url, prior)  # the sitemap says so: no request at all
             response = self.fetcher.get(url, self._validators if conditional else None)
             uri = normalize(response.url) or url
             if response.redirects:  # where it leads must be in the crawl too
@@ -160,15 +162,25 @@ class Visitor:
         except ResponseTooLarge as exc:
             return self._failed(url, prior, str(exc))
         if response.status == 304 and prior is not None:
-            return Visit(url, "not_modified", uri=uri, version=prior.version, mime_type=prior.mime_type,
-                         links=list(prior.links), record=prior, etag=prior.etag, fetched_at=prior.fetched_at,
-                         modified_time=http_time(prior.last_modified))
+            lastmod = state.get_lastmod(uri)
+            if lastmod is not None and lastmod != prior.lastmod:  # the next pass may skip the request
+                prior = dataclasses.replace(prior, lastmod=lastmod)
+                state.put(uri, prior)
+            return self._unchanged(url, uri, prior)
         if response.status in (404, 410):
+            fetched_before = state.get(uri) is not None
             state.drop(uri)
-            return Visit(url, "gone", uri=uri, reason=f"HTTP {response.status}")
+            return Visit(url, "gone", uri=uri, reason=f"HTTP {response.status}", broken=not fetched_before)
         if response.status != 200:
             return self._failed(url, prior, f"HTTP {response.status}; the indexed copy, if any, is kept")
         return self._page(url, uri, response)
+
+    @staticmethod
+    def _unchanged(url: str, uri: str, prior: PageRecord) -> Visit:
+        """The page as it was last fetched (a 304, or a sitemap lastmod no newer than that fetch's)."""
+        return Visit(url, "not_modified", uri=uri, version=prior.version, mime_type=prior.mime_type,
+                     links=list(prior.links), record=prior, etag=prior.etag, fetched_at=prior.fetched_at,
+                     modified_time=http_time(prior.last_modified))
 
     def _validators(self, url: str) -> Validators | None:
         record = self.connector.state.get(normalize(url) or url)
@@ -191,7 +203,7 @@ class Visitor:
         fetched_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         record = PageRecord(version=version, etag=response.headers.get("etag"),
                             last_modified=response.headers.get("last-modified"), links=links, mime_type=mime,
-                            fetched_at=fetched_at)
+                            fetched_at=fetched_at, lastmod=self.connector.state.get_lastmod(uri))
         self.connector.state.put(uri, record)
         body_path = Path(self._spool.name) / hashlib.sha256(uri.encode()).hexdigest()
         body_path.write_bytes(response.body)

@@ -8,50 +8,21 @@ Redirects are followed here, one hop at a time, each hop checked the same way.
 
 from __future__ import annotations
 
-import email.utils
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import httpx
 
+from connectors.web_politeness import LocalPacer, Throttle
 from connectors.web_urls import RefusedAddress, host_of, safe_addresses
-from headwater.backoff import backoff_delay
+from headwater.backoff import backoff_delay, retry_after_seconds
 
 DEFAULT_USER_AGENT = "HeadwaterBot/0.1 (+https://github.com/headwater/headwater)"
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 MAX_RETRY_AFTER_SECONDS = 120.0
-
-
-class HostPacer(Protocol):
-    """Spaces requests to one host: `wait_turn` returns once this caller may send its request."""
-
-    def wait_turn(self, host: str, delay: float) -> None: ...
-
-
-class LocalPacer:
-    """Politeness within one process: request starts to a host are at least `delay` apart.
-
-    The gap is measured from the previous start with the delay known now, so the request that
-    reads robots.txt is followed by its crawl-delay too.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._last: dict[str, float] = {}
-
-    def wait_turn(self, host: str, delay: float) -> None:
-        with self._lock:  # reserve a slot, then sleep outside the lock
-            now = time.monotonic()
-            last = self._last.get(host)
-            start = now if last is None else max(now, last + delay)
-            self._last[host] = start
-        if start > now:
-            time.sleep(start - now)
 
 
 class FetchFailed(Exception):
@@ -105,11 +76,9 @@ class FetchPolicy:
 class Fetcher:
     """GETs with every safety and politeness rule applied; one httpx client (connection pool) per crawl."""
 
-    def __init__(self, policy: FetchPolicy, pacer: HostPacer | None = None,
-                 delay_for: callable = lambda host: 0.0) -> None:  # type: ignore[valid-type]
+    def __init__(self, policy: FetchPolicy, throttle: Throttle | None = None) -> None:
         self.policy = policy
-        self.pacer = pacer or LocalPacer()
-        self.delay_for = delay_for
+        self.throttle = throttle or Throttle(LocalPacer(), 0.0)
         self.requests = 0
         # Redirects are followed by hand (each hop is checked); proxies from the environment are not
         # used, since the address check must see the address actually connected to.
@@ -151,7 +120,7 @@ class Fetcher:
                     return response
                 if attempt >= self.policy.retries:
                     raise FetchFailed(f"HTTP {response.status} after {attempt + 1} attempts")
-                wait = _retry_after(response.headers.get("retry-after")) or self._backoff(attempt)
+                wait = retry_after_seconds(response.headers.get("retry-after"), MAX_RETRY_AFTER_SECONDS) or self._backoff(attempt)
             attempt += 1
             time.sleep(wait)
 
@@ -167,9 +136,13 @@ class Fetcher:
         pinned = urlunsplit((parts.scheme, netloc, parts.path or "/", parts.query, ""))
         headers = {"Host": parts.netloc, **(validators.headers() if validators else {})}
         extensions = {"sni_hostname": parts.hostname} if parts.scheme == "https" else {}
-        self.pacer.wait_turn(host, self.delay_for(host))
+        self.throttle.wait(host)
         self.requests += 1
+        sent = time.monotonic()
         with self.client.stream("GET", pinned, headers=headers, extensions=extensions) as reply:
+            # The time to the headers is the server's latency (a large body's transfer is not).
+            self.throttle.observed(host, time.monotonic() - sent, reply.status_code,
+                                   retry_after_seconds(reply.headers.get("retry-after"), MAX_RETRY_AFTER_SECONDS))
             body = b""
             if reply.status_code == 200:
                 declared = int(reply.headers.get("content-length") or 0)
@@ -188,21 +161,6 @@ class Fetcher:
 def _too_large(size: int, limit: int) -> str:
     return (f"the response ({size / 1048576:.1f} MB or more) is above the {limit / 1048576:.0f} MB limit; "
             "raise HEADWATER_MAX_DOCUMENT_MB or exclude the URL")
-
-
-def _retry_after(value: str | None) -> float | None:
-    """Retry-After as seconds to wait (it is either a number of seconds or an HTTP date), capped."""
-    if not value:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        seconds = when.timestamp() - time.time()
-    return min(max(seconds, 0.0), MAX_RETRY_AFTER_SECONDS)
 
 
 def _describe(exc: Exception) -> str:

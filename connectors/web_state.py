@@ -27,6 +27,9 @@ class PageRecord:
     mime_type: str | None = None
     # When the response behind this version was received (ISO 8601, UTC): chunks carry it as `fetched_at`.
     fetched_at: str | None = None
+    # The sitemap's lastmod of the page (epoch seconds) when this version was fetched: a pass whose
+    # sitemap gives no newer one does not ask for the page (connectors.web_politeness).
+    lastmod: float | None = None
 
     def to_json(self) -> dict:
         return asdict(self)

@@ -100,7 +100,8 @@ def _print_report(report: SyncReport) -> None:
     for row in rows:
         table.add_row(*(str(c) for c in row))
     out.print(table)
-    for title, entries, style in (("Skipped", report.skipped, "yellow"), ("Failed", report.failed, "red")):
+    for title, entries, style in (("Warnings", report.warnings, "yellow"), ("Skipped", report.skipped, "yellow"),
+                                  ("Failed", report.failed, "red")):
         if entries:
             listing = Table(title=title, show_edge=False, title_style=style)
             listing.add_column("document")
@@ -215,6 +216,7 @@ def _print_changes(report: SyncReport) -> None:
         ("deleted", report.deleted), ("embedded chunks", report.chunks_embedded)) if count]
     parts += [f"failed {uri}: {reason}" for uri, reason in report.failed.items()]
     parts += [f"skipped {uri}: {reason}" for uri, reason in report.skipped.items()]
+    parts += [f"warning {uri}: {warning}" for uri, warning in report.warnings.items()]
     if parts:
         out.print("synced: " + ", ".join(parts))
 

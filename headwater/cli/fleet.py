@@ -208,6 +208,8 @@ def _print_runs(listed: list) -> None:
 
 
 def _print_errors(run: Any) -> None:
+    for uri, warning in sorted(run.warnings.items()):
+        out.print(f"[yellow]{run.id[:12]} {uri}[/yellow]: warning: {warning}")
     for uri, reason in sorted(run.errors.items()):
         out.print(f"[red]{run.id[:12]} {uri}[/red]: {reason}")
     if run.errors:

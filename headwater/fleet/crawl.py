@@ -33,7 +33,8 @@ return string.format('%.6f', start - now)
 
 
 class RedisPacer:
-    """Request starts to a host at least `delay` apart across every worker sharing this Redis."""
+    """Request starts to a host at least `delay` apart across every worker sharing this Redis, and the
+    host's adaptive delay (connectors.web_politeness decides it; every worker reads the same one)."""
 
     def __init__(self, redis: Any) -> None:
         self.redis = redis
@@ -43,6 +44,17 @@ class RedisPacer:
         wait = float(self._reserve(keys=[f"{keys.PREFIX}crawl:host:{host}:last"], args=[delay, PACE_TTL_MS]))
         if wait > 0:
             time.sleep(wait)
+
+    def delay(self, host: str) -> float | None:
+        raw = self.redis.get(_delay_key(host))
+        return float(raw) if raw is not None else None
+
+    def set_delay(self, host: str, delay: float) -> None:
+        self.redis.set(_delay_key(host), repr(delay), px=PACE_TTL_MS)
+
+
+def _delay_key(host: str) -> str:
+    return f"{keys.PREFIX}crawl:host:{host}:delay"
 
 
 class RedisCrawlState:

@@ -9,6 +9,8 @@
     headwater:run:{run}:gone            LIST  uris the listing no longer has (deleted when the run finishes)
     headwater:run:{run}:errors          HASH  uri -> why it failed ("(source)" for the run itself)
     headwater:run:{run}:notes           HASH  uri -> why it was skipped
+    headwater:run:{run}:warnings        HASH  uri -> what went wrong without stopping it (a parser's error
+                                              when its text was indexed as plain text instead)
     headwater:run:{run}:claims          HASH  uri -> the document claim this run holds for it
     headwater:run:{run}:doc:{h}:{part}  STR/HASH  in-flight payloads: bytes, plan, dense, sparse
     headwater:leases                    ZSET  lease member -> deadline (one per pending step)
@@ -29,6 +31,7 @@
     headwater:source:{id}:crawl-robots  HASH  host -> the robots.txt a web run's listing read
     headwater:source:{id}:crawl-lastmod HASH  url -> the lastmod a web run's listing read from the sitemaps
     headwater:crawl:host:{host}:last    STR   when the last request to a web host started (shared pacing)
+    headwater:crawl:host:{host}:delay   STR   the host's adaptive delay (connectors.web_politeness)
     headwater:run:{run}:depth           HASH  uri -> links away from a seed, for a crawl's max_depth
     headwater:vec:{model}:{hash}        STR   vector cache by model identity and chunk content hash
 

@@ -63,14 +63,16 @@ class Run:
     errors: dict[str, str] = field(default_factory=dict)
     allow_mass_delete: bool = False
     trigger: str = Trigger.MANUAL.value
-    notes: dict[str, str] = field(default_factory=dict)  # skipped documents -> why
+    warnings: dict[str, str] = field(default_factory=dict)  # uri -> what went wrong without stopping it
+    skipped: dict[str, str] = field(default_factory=dict)  # uri -> why it was skipped
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "source_id": self.source_id, "seq": self.seq, "kind": self.kind, "trigger": self.trigger,
                 "status": self.status.value, "created_at": self.created_at, "started_at": self.started_at,
                 "finished_at": self.finished_at, "collection": self.target.collection,
                 "dense_model": self.target.dense_model, "sparse_model": self.target.sparse_model,
-                **{c: self.counters.get(c, 0) for c in COUNTERS}, "errors": self.errors, "notes": self.notes}
+                **{c: self.counters.get(c, 0) for c in COUNTERS}, "errors": self.errors,
+                "skip_reasons": self.skipped, "warnings": self.warnings}
 
 
 # Claim a document for a run unless a newer run of the same source already wrote it.
@@ -159,7 +161,8 @@ class RunStore:
         pipe = self.redis.pipeline()
         for run_id in stale:
             pipe.delete(*(keys.run(run_id, part) for part in
-                          ("", "source", "docs", "changes", "todo", "active", "gone", "errors", "notes", "claims", "depth")))
+                          ("", "source", "docs", "changes", "todo", "active", "gone", "errors", "notes", "warnings",
+                           "claims", "depth")))
         pipe.zrem(keys.source(source_id, "runs"), *stale)
         pipe.zrem(keys.ALL_RUNS, *stale)
         pipe.execute()
@@ -174,7 +177,8 @@ class RunStore:
                    started_at=_float(data.get("started_at")), finished_at=_float(data.get("finished_at")),
                    counters={c: int(data.get(c, 0)) for c in COUNTERS}, errors=self.errors(run_id),
                    allow_mass_delete=data.get("allow_mass_delete") == "1",
-                   trigger=data.get("trigger", Trigger.MANUAL.value), notes=self.notes(run_id))
+                   trigger=data.get("trigger", Trigger.MANUAL.value), warnings=self.warnings(run_id),
+                   skipped=self.skipped(run_id))
 
     def status(self, run_id: str) -> RunStatus | None:
         raw = self.redis.hget(keys.run(run_id), "status")
@@ -183,9 +187,20 @@ class RunStore:
     def errors(self, run_id: str) -> dict[str, str]:
         return {_text(k): _text(v) for k, v in self.redis.hgetall(keys.run(run_id, "errors")).items()}
 
-    def notes(self, run_id: str) -> dict[str, str]:
-        """Why documents that did not fail ended as they did (a skipped one's reason)."""
-        return {_text(k): _text(v) for k, v in self.redis.hgetall(keys.run(run_id, "notes")).items()}
+    def skipped(self, run_id: str) -> dict[str, str]:
+        """Why each skipped document was skipped (the state machine keeps a skip's reason in the run's notes)."""
+        return self._hash(run_id, "notes")
+
+    def warnings(self, run_id: str) -> dict[str, str]:
+        return self._hash(run_id, "warnings")
+
+    def _hash(self, run_id: str, part: str) -> dict[str, str]:
+        return {_text(k): _text(v) for k, v in self.redis.hgetall(keys.run(run_id, part)).items()}
+
+    def warn(self, run_id: str, uri: str, warnings: tuple[str, ...]) -> None:
+        """Record what went wrong with a document without stopping it (a redelivered step writes the same)."""
+        if warnings:
+            self.redis.hset(keys.run(run_id, "warnings"), uri, "; ".join(warnings))
 
     def states(self, run_id: str) -> dict[str, str]:
         """uri -> state of every document the run knows."""

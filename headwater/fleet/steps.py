@@ -317,6 +317,7 @@ def parse(fleet: Fleet, run_id: str, uri: str, fetched: _Fetched | None = None) 
                              run.target.collection)
             _drop_payload(fleet, run_id, uri, "bytes")
             return
+        fleet.runs.warn(run_id, uri, parsed.warnings)
         facts = DocumentFacts(**{**facts_json, "mime_type": parsed.mime_type, "parser": parsed.parser})
         plan = plan_document(facts, chunks, stored)
         known = store.vectors_by_content_hash([r.metadata[ckeys.CONTENT_HASH] for r in plan.records])

@@ -233,7 +233,7 @@ class EmbeddedBackend:
                "collection": self.settings.collection,
                **{c: int(row.counters.get(c, 0)) for c in ("scanned", "unchanged", "queued", "indexed", "skipped",
                                                               "deleted", "failed")},
-               "errors": dict(row.errors), "notes": dict(row.notes or {})}
+               "errors": dict(row.errors), "warnings": dict(row.warnings or {}), "skip_reasons": dict(row.skipped or {})}
         live = self._pending.get(row.id)
         if live is not None and row.status == "running":
             run["queued"] = live.total
@@ -303,7 +303,7 @@ class EmbeddedBackend:
                             "unchanged": report.unchanged, "queued": live.total, "indexed": indexed,
                             "skipped": len(report.skipped), "deleted": report.deleted, "failed": len(report.failed)}
             row.errors = dict(report.failed)
-            row.notes = dict(report.skipped)
+            row.warnings, row.skipped = dict(report.warnings), dict(report.skipped)
             row.status = "complete_with_errors" if report.failed else "complete"
         if row.status == "cancelled":
             row.counters = {"queued": live.total, "indexed": live.done}

@@ -21,5 +21,5 @@ def with_progress(run: dict[str, Any], done: int | None = None, total: int | Non
     run["progress"] = {"done": min(done, total) if total else done, "total": total}
     run["finished"] = finished
     run["failed_documents"] = [{"uri": uri, "reason": reason} for uri, reason in sorted(run.get("errors", {}).items())]
-    run["skipped_documents"] = [{"uri": uri, "reason": reason} for uri, reason in sorted(run.get("notes", {}).items())]
+    run["skipped_documents"] = [{"uri": uri, "reason": reason} for uri, reason in sorted(run.get("skip_reasons", {}).items())]
     return run

@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 
 from headwater.models import Chunk
 from headwater.settings import Settings
-from headwater.pipeline.code_chunks import Piece, code_language, syntax_pieces
+from headwater.pipeline.code_chunks import Piece, code_language, grammar_problem, syntax_pieces
 from headwater.pipeline.parse import Element, ParsedDocument
 from headwater.pipeline.summary_line import SENTENCE_END, code_summary, prose_summary
 from headwater.pipeline.tokens import SPECIAL_TOKENS, TokenCounter, token_counter
@@ -83,7 +83,7 @@ def chunk_document(parsed: ParsedDocument, uri: str, settings: Settings) -> list
     limits = _Limits(settings.chunk_tokens, settings.chunk_min_tokens, settings.chunk_overlap_tokens)
     fingerprint = chunker_fingerprint(settings)
     suffix = code_language(uri) if parsed.parser == "text" else None
-    if suffix:
+    if suffix and not grammar_problem(suffix):  # without its grammar, code is packed as plain text
         drafts = _code_drafts(parsed.elements, uri, suffix, counter, limits)
     else:
         drafts = _text_drafts(parsed.elements, uri, counter, limits)

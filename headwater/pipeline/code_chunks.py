@@ -68,6 +68,16 @@ def _parser(suffix: str) -> Any:
             f"({exc}); run scripts/install.sh to install the versions pyproject.toml pins") from None
 
 
+@lru_cache(maxsize=None)
+def grammar_problem(suffix: str) -> str | None:
+    """Why the grammar of `suffix` cannot be loaded (its files are then chunked as plain text), or None."""
+    try:
+        _parser(suffix)
+    except PermanentDocumentError as exc:
+        return str(exc)
+    return None
+
+
 def code_language(uri: str) -> str | None:
     """The grammar's extension key when `uri` is source code Headwater parses by syntax, else None."""
     suffix = PurePosixPath(uri).suffix.lower()

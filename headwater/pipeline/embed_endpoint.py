@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 # Retry-After read as the web connector reads it: seconds or an HTTP date, capped at two minutes.
-from connectors.web_fetch import _retry_after as retry_after_seconds
+from headwater.backoff import retry_after_seconds
 from headwater.errors import ConfigurationError, PermanentDocumentError, RetryableError
 from headwater.store.model_match import fingerprint
 

@@ -9,6 +9,7 @@ from pathlib import PurePosixPath
 
 import headwater.offline  # noqa: F401
 from headwater.errors import ConfigurationError, PermanentDocumentError, SkippedDocument
+from headwater.pipeline.code_chunks import code_language, grammar_problem
 
 log = logging.getLogger(__name__)
 
@@ -22,6 +23,9 @@ UNSTRUCTURED_TYPES = {
 }
 # Formats whose bytes must be UTF-8 text before unstructured sees them.
 _TEXT_FORMATS = {".md", ".markdown", ".txt", ".html", ".htm", ".csv", ".json"}
+# Formats that are text underneath: when unstructured fails on one (a GitHub template of HTML comments
+# breaks its Markdown path), the decoded text is indexed line by line and the failure is a warning.
+_TEXT_FALLBACK_FORMATS = _TEXT_FORMATS | {".eml"}
 # Known binary formats Headwater does not read: skipped with a reason, never "failed".
 BINARY_EXTENSIONS = {
     ".png", ".jpg", ".jpeg", ".gif", ".bmp", ".tiff", ".webp", ".ico", ".heic", ".mp3", ".wav", ".flac",
@@ -53,7 +57,17 @@ class Element:
 class ParsedDocument:
     elements: list[Element]
     mime_type: str
-    parser: str  # "unstructured" or "text"
+    parser: str  # "unstructured", "text" or "trafilatura"
+    # Problems that did not stop indexing (the rich parser failed and the plain text was indexed instead).
+    warnings: tuple[str, ...] = ()
+
+
+class ParserFailed(PermanentDocumentError):
+    """unstructured raised on a document; `detail` names its error (for a warning when text is indexed instead)."""
+
+    def __init__(self, fmt: str, detail: str) -> None:
+        super().__init__(f"could not be parsed as {fmt} ({detail}); the file may be corrupt or mislabelled")
+        self.fmt, self.detail = fmt, detail
 
 
 def parse_document(uri: str, data: bytes, mime_type: str | None = None) -> ParsedDocument:
@@ -69,6 +83,7 @@ def parse_document(uri: str, data: bytes, mime_type: str | None = None) -> Parse
     suffix = _suffix_for(mime_type) if mime_type else PurePosixPath(uri).suffix.lower()
     if suffix in BINARY_EXTENSIONS:
         raise SkippedDocument(f"binary {suffix} files are not indexed; exclude them to silence this")
+    warnings: tuple[str, ...] = ()
     if suffix in UNSTRUCTURED_TYPES:
         if suffix in _TEXT_FORMATS:
             decode_text(data, suffix)  # a clear error beats unstructured's guesses on binary input
@@ -76,16 +91,42 @@ def parse_document(uri: str, data: bytes, mime_type: str | None = None) -> Parse
             # Without the header no reader finds anything, and "no text" would read as a scanned PDF.
             raise PermanentDocumentError(
                 "not a PDF: no %PDF- header in its first 1,024 bytes; rename it to its real type or exclude it")
-        elements = _partition(uri, data, suffix)
+        try:
+            elements = _partition(uri, data, suffix)
+        except ParserFailed as exc:
+            if suffix not in _TEXT_FALLBACK_FORMATS:
+                raise
+            return _as_plain_text(data, suffix, f"the {exc.fmt} parser failed ({exc.detail})", exc)
         mime, parser = UNSTRUCTURED_TYPES[suffix], "unstructured"
+        if suffix in _TEXT_FALLBACK_FORMATS and not any(e.text.strip() for e in elements):
+            # Markdown of nothing but HTML comments renders to nothing, yet its text is what a reader searches.
+            return _as_plain_text(data, suffix, f"the {suffix.lstrip('.').upper()} parser found no text in it",
+                                  PermanentDocumentError(_EMPTY_OUTPUT))
     else:
         if _looks_binary(data):
             raise SkippedDocument("binary content in a file Headwater has no parser for; exclude it to silence this")
         elements = split_lines(decode_text(data, suffix))
         mime, parser = "text/plain", "text"
+        language = code_language(uri)
+        problem = grammar_problem(language) if language else None
+        if problem:  # headwater.pipeline.chunk packs its lines as plain text, as it does for any file without a grammar
+            warnings = (f"{problem}; its lines were indexed as plain text",)
     if not any(e.text.strip() for e in elements):
         raise PermanentDocumentError(_empty_pdf_reason(data) if suffix == ".pdf" else _EMPTY_OUTPUT)
-    return ParsedDocument(elements=elements, mime_type=mime, parser=parser)
+    return ParsedDocument(elements=elements, mime_type=mime, parser=parser, warnings=warnings)
+
+
+def _as_plain_text(data: bytes, suffix: str, problem: str, failure: PermanentDocumentError) -> ParsedDocument:
+    """A text format the rich parser could not read, indexed as its lines; `failure` stands if it is not text."""
+    try:
+        text = decode_text(data, suffix)
+    except PermanentDocumentError:
+        raise failure from None
+    elements = split_lines(text)
+    if not any(e.text.strip() for e in elements):
+        raise failure
+    return ParsedDocument(elements=elements, mime_type=UNSTRUCTURED_TYPES[suffix], parser="text",
+                          warnings=(f"{problem}; its text was indexed as plain text",))
 
 
 WEB_PAGE_TYPES = frozenset({"text/html", "application/xhtml+xml"})
@@ -168,9 +209,7 @@ def _partition(uri: str, data: bytes, suffix: str) -> list[Element]:
             f"{suffix.lstrip('.').upper()} support is incomplete (missing module {exc.name}); "
             "run scripts/install.sh to install the parser dependencies") from None
     except Exception as exc:  # unstructured raises many types for corrupt input
-        raise PermanentDocumentError(
-            f"could not be parsed as {suffix.lstrip('.').upper()} ({type(exc).__name__}: {_short(exc)}); "
-            "the file may be corrupt or mislabelled") from None
+        raise ParserFailed(suffix.lstrip('.').upper(), f"{type(exc).__name__}: {_short(exc)}") from None
     return [
         Element(text=e.text, kind=getattr(e, "category", type(e).__name__),
                 page=getattr(e.metadata, "page_number", None))

@@ -21,6 +21,8 @@ class SyncReport:
     deleted: int = 0
     skipped: dict[str, str] = field(default_factory=dict)  # uri -> reason
     failed: dict[str, str] = field(default_factory=dict)  # uri -> reason
+    # uri -> what went wrong without stopping it (indexed as plain text after its parser failed)
+    warnings: dict[str, str] = field(default_factory=dict)
     # Chunks
     chunks_embedded: int = 0  # texts that went through the models
     chunks_reused: int = 0  # new records whose vectors were copied from identical stored chunks
@@ -33,6 +35,10 @@ class SyncReport:
 
     def skip(self, uri: str, reason: str) -> None:
         self.skipped[uri] = reason
+
+    def warn(self, uri: str, warnings: tuple[str, ...] | list[str]) -> None:
+        if warnings:
+            self.warnings[uri] = "; ".join(warnings)
 
     def finish(self) -> SyncReport:
         self.finished_at = time.time()
@@ -54,6 +60,7 @@ class SyncReport:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.skipped.update(other.skipped)
         self.failed.update(other.failed)
+        self.warnings.update(other.warnings)
 
     def to_json(self) -> dict:
         return {**asdict(self), "seconds": round(self.seconds, 3)}

@@ -59,7 +59,8 @@ class RunRow(Base):
     errors: Mapped[dict] = mapped_column(JSON, default=dict)
     # Added after the first release: databases made before get them from _add_new_columns.
     trigger: Mapped[str] = mapped_column(String(20), default="manual", server_default="manual")
-    notes: Mapped[dict | None] = mapped_column(JSON, nullable=True)  # skipped documents -> why
+    warnings: Mapped[dict | None] = mapped_column(JSON, nullable=True, default=dict)  # uri -> what went wrong, not fatal
+    skipped: Mapped[dict | None] = mapped_column(JSON, nullable=True, default=dict)  # uri -> why it was skipped
 
 
 class ScheduleMark(Base):
@@ -118,7 +119,10 @@ def _sqlite_write_ahead_log(connection: Any, _record: Any) -> None:
 
 
 def _add_new_columns(engine: Engine) -> None:
-    """Columns a later release added to an existing table (create_all makes new tables, never new columns)."""
+    """Columns a later release added to an existing table (create_all makes new tables, never new columns).
+
+    Each such column is nullable or has a server default, so adding it is all an existing database needs.
+    """
     from sqlalchemy import inspect, text
 
     inspector = inspect(engine)

@@ -278,6 +278,7 @@ class SyncEngine:
                 report.unchanged += 1
                 report.chunks_unchanged += len(doc.ids)  # type: ignore[union-attr]
             else:
+                report.warn(uri, item.parsed.warnings)  # type: ignore[union-attr]
                 planned.append(self._plan(item, doc, report))
         planned = self._refuse_unreadable(planned, report)
         if planned:

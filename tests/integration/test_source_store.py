@@ -64,7 +64,7 @@ def test_a_database_from_an_earlier_release_gains_the_new_run_columns(store_url)
                                 "counters, errors) VALUES ('old', 'docs', 'full', 'complete', 1.0, '{}', '{}')"))
     old.dispose()
     store = SourceStore(store_url)
-    assert store.get_run("old").trigger == "manual" and store.get_run("old").notes is None
+    assert store.get_run("old").trigger == "manual" and store.get_run("old").skipped is None
     store.save_run(RunRow(id="new", source_id="docs", kind="full", status="complete", created_at=2.0, counters={},
-                          errors={}, trigger="schedule", notes={"empty.md": "empty file (0 bytes)"}))
-    assert SourceStore(store_url).get_run("new").notes == {"empty.md": "empty file (0 bytes)"}
+                          errors={}, trigger="schedule", skipped={"empty.md": "empty file (0 bytes)"}))
+    assert SourceStore(store_url).get_run("new").skipped == {"empty.md": "empty file (0 bytes)"}

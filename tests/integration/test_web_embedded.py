@@ -19,8 +19,8 @@ import pytest
 
 from connectors.web import WebConnector
 from connectors.web_state import FileCrawlState
-from tests.integration.web_docs_site import (CRAWL_DELAY, INTRO, METADATA_LINK, assert_page_metadata, assert_paced,
-                                             build_site, pages, served_etag)
+from tests.integration.web_docs_site import (CRAWL_DELAY, INTRO, METADATA_LINK, SITEMAP_ONLY, assert_page_metadata,
+                                             assert_paced, build_site, date_sitemap_only, pages, served_etag)
 from tests.web_site import Site, serve
 
 
@@ -61,6 +61,9 @@ def test_crawl_indexes_the_allowed_pages_and_only_them(site: Site, make_harness,
     assert "cloud metadata address" in report.failed[metadata_link]
     assert "cloud metadata address" in report.failed[site.url("/to-metadata")]
     assert set(report.failed) == {metadata_link, site.url("/to-metadata")}
+    # A link to a page that never existed is a broken link in the report, not a deletion.
+    assert report.skipped[site.url("/missing.html")].startswith("broken link: HTTP 404")
+    assert report.deleted == 0
 
     # Main content with its structure; navigation and footers dropped; metadata of the page.
     install = " ".join(m["section"] or "" for m in records[site.url("/guide/install.html")].values())
@@ -93,28 +96,37 @@ def test_recrawl_costs_only_what_changed(site: Site, make_harness, tmp_path: Pat
     again = h.sync()
     assert again.chunks_embedded == 0 and again.added == again.updated == again.deleted == 0
     assert again.unchanged == len(pages(site))
-    for url in pages(site):
+    for url in pages(site) - {site.url(SITEMAP_ONLY)}:
         path = url[len(site.base):]
         assert [(r.status, r.conditional) for r in site.requests(path)] == [(304, True)], path
+    # The sitemap dates that page no later than when it was fetched: it is not even asked for.
+    assert not site.requests(SITEMAP_ONLY)
+    assert again.skipped[site.url("/missing.html")].startswith("broken link") and again.deleted == 0
     # A 304 writes nothing: the chunks still carry the fetch that produced them.
     fetched = h.records()
     assert fetched == indexed
 
-    # A changed page is re-indexed, a removed one deleted, one that times out is kept.
+    # A changed page is re-indexed, a removed one deleted, one that times out is kept, and a page
+    # whose sitemap lastmod moved on is asked for again.
     site.page("/guide/intro.html", INTRO.replace("Recrawls cost only what changed.",
                                                  "Recrawls send conditional requests and re-embed changed chunks."))
     site.remove("/guide/install.html")
+    date_sitemap_only(site, "2026-12-01", "This page is listed in the sitemap and dated anew after an edit.")
     # Only that page hangs (until the pass is over); every other page has the whole timeout to answer.
-    held = site.hold("/guide/sitemap-only.html")
-    kept_before = set(h.records()[site.url("/guide/sitemap-only.html")])
+    held = site.hold("/files/manual.pdf")
+    kept_before = set(h.records()[site.url("/files/manual.pdf")])
+    site.clear_log()
     h.connector = web_connector(site, tmp_path / "crawl", timeout_seconds=3.0, retries=1)
     changed = h.sync()
     held.set()
     records = h.records()
-    assert changed.updated == 1 and 0 < changed.chunks_embedded <= 2
+    assert changed.updated == 2 and 0 < changed.chunks_embedded <= 4
+    assert [r.status for r in site.requests(SITEMAP_ONLY)] == [200]
+    assert any("dated anew" in t for t in h.store.collection.get(
+        where={"uri": site.url(SITEMAP_ONLY)}, include=["documents"])["documents"])
     assert site.url("/guide/install.html") not in records and changed.deleted == 1
-    assert set(records[site.url("/guide/sitemap-only.html")]) == kept_before
-    assert "timed out" in changed.failed[site.url("/guide/sitemap-only.html")]
+    assert set(records[site.url("/files/manual.pdf")]) == kept_before
+    assert "timed out" in changed.failed[site.url("/files/manual.pdf")]
     assert any("recrawls send conditional requests" in t.lower() for t in
                h.store.collection.get(where={"uri": site.url("/guide/intro.html")}, include=["documents"])["documents"])
     # The re-indexed page's chunks, kept ones too, carry the new response's ETag and fetch time.

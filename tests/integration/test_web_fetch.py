@@ -77,3 +77,35 @@ def test_loopback_is_refused_without_allow_private_addresses_and_nothing_is_sent
     with pytest.raises(RefusedAddress, match=r"localhost resolves to .*loopback"):
         fetcher(allow_private_addresses=False).get(f"http://localhost:{site.port}/page.html")
     assert site.requests() == []
+
+
+def test_a_429_slows_every_later_request_to_the_host_not_only_its_retry(site: Site) -> None:
+    site.page("/other.html", "<html><body><p>other</p></body></html>")
+    site.fail_next("/page.html", 429, headers={"Retry-After": "1"})
+    polite = fetcher()  # a start delay of 0: only the server's answer can slow it down
+    assert polite.get(site.url("/page.html")).status == 200
+    assert polite.get(site.url("/other.html")).status == 200
+    refused, retried = site.requests("/page.html")
+    other, = site.requests("/other.html")
+    assert retried.at - refused.at >= 0.95
+    # The host asked for a second between requests; one good answer halves that, no more.
+    assert other.at - retried.at >= 0.4
+
+
+def test_a_fast_host_brings_the_delay_down_from_delay_seconds(site: Site) -> None:
+    from connectors.web import WebConnector
+
+    links = "".join(f"<a href='/p{n}.html'>page {n}</a>" for n in range(12))
+    site.page("/", f"<html><body><main><p>Index of the pages.</p>{links}</main></body></html>")
+    for n in range(12):
+        site.page(f"/p{n}.html", f"<html><body><main><p>Page number {n} of the site.</p></main></body></html>")
+    connector = WebConnector("fast", [site.url("/")], allow_private_addresses=True)  # delay_seconds 0.5
+    try:
+        assert len(list(connector.list_documents())) == 13
+        host = f"127.0.0.1:{site.port}"
+        # Started at 0.5 s, moved toward the loopback server's latency with each answer.
+        assert connector.pacer.delay(host) < 0.1
+        gaps = [b.at - a.at for a, b in zip(site.requests(), site.requests()[1:])]
+        assert gaps[0] >= 0.2  # the first requests keep near delay_seconds (halved by robots.txt's answer)
+    finally:
+        connector.close()

@@ -12,8 +12,8 @@ from connectors.web import WebConnector
 from headwater.fleet.context import local_target
 from headwater.fleet.enqueue import enqueue_sync
 from tests.integration.fleet_harness import FleetProcesses
-from tests.integration.web_docs_site import (CRAWL_DELAY, INTRO, METADATA_LINK, assert_page_metadata, assert_paced,
-                                             build_site, pages)
+from tests.integration.web_docs_site import (CRAWL_DELAY, INTRO, METADATA_LINK, SITEMAP_ONLY, assert_page_metadata,
+                                             assert_paced, build_site, date_sitemap_only, pages)
 from tests.services import chroma_server, redis_server
 from tests.web_site import Site, serve
 
@@ -65,6 +65,9 @@ def test_fleet_crawl_shares_the_hosts_delay_and_recrawls_only_what_changed(fleet
     assert_page_metadata(site, by_uri, started, finished)
     assert set(first.errors) == {METADATA_LINK, site.url("/to-metadata")}
     assert all("cloud metadata address" in reason for reason in first.errors.values())
+    # A link to a page that never existed is a broken link in the run, not a deletion.
+    assert first.skipped[site.url("/missing.html")].startswith("broken link: HTTP 404")
+    assert processes.client(collection).runs.states(first.id)[site.url("/missing.html")] == "skipped"
     assert not site.requests("/private/secret.html") and not site.requests("/private/from-sitemap.html")
     assert not any(r.path.count("loop") > 3 for r in site.requests())
     # Both workers fetched pages, and together they kept robots.txt's crawl-delay.
@@ -79,24 +82,31 @@ def test_fleet_crawl_shares_the_hosts_delay_and_recrawls_only_what_changed(fleet
     again = crawl(processes, site, collection)
     assert processes.embedded_texts() == embedded
     assert again.counters["unchanged"] == len(pages(site)) and again.counters["indexed"] == 0
-    for url in pages(site):
+    for url in pages(site) - {site.url(SITEMAP_ONLY)}:
         path = url[len(site.base):]
         asked = [(r.status, r.conditional) for r in site.requests(path)]
         assert asked and set(asked) == {(304, True)}, path
+    # The sitemap dates that page no later than when it was fetched: no worker asks for it.
+    assert not site.requests(SITEMAP_ONLY)
 
-    # A changed page is re-indexed, a removed one deleted, one that times out is kept.
+    # A changed page is re-indexed, a removed one deleted, one that times out is kept, and a page
+    # whose sitemap lastmod moved on is asked for again.
     site.page("/guide/intro.html", INTRO.replace("Recrawls cost only what changed.", "Recrawls in the fleet too."))
     site.remove("/guide/install.html")
+    date_sitemap_only(site, "2026-12-01", "This page is listed in the sitemap and dated anew after an edit.")
     # Only that page hangs (until the pass is over); every other page has the whole timeout to answer.
-    held = site.hold("/guide/sitemap-only.html")
-    kept = {i for i, (_, m) in processes.records(collection).items() if m["uri"] == site.url("/guide/sitemap-only.html")}
+    held = site.hold("/files/manual.pdf")
+    kept = {i for i, (_, m) in processes.records(collection).items() if m["uri"] == site.url("/files/manual.pdf")}
+    site.clear_log()
     third = crawl(processes, site, collection, timeout_seconds=3.0, retries=1)
     held.set()
     records = processes.records(collection)
-    assert third.counters["indexed"] == 1
+    assert third.counters["indexed"] == 2
+    assert [r.status for r in site.requests(SITEMAP_ONLY)] == [200]
+    assert any("dated anew" in text for text, m in records.values() if m["uri"] == site.url(SITEMAP_ONLY))
     assert site.url("/guide/install.html") not in {m["uri"] for _, m in records.values()}
-    assert {i for i, (_, m) in records.items() if m["uri"] == site.url("/guide/sitemap-only.html")} == kept
-    assert "timed out" in third.errors[site.url("/guide/sitemap-only.html")]
+    assert {i for i, (_, m) in records.items() if m["uri"] == site.url("/files/manual.pdf")} == kept
+    assert "timed out" in third.errors[site.url("/files/manual.pdf")]
     assert any("Recrawls in the fleet too." in text for text, m in records.values()
                if m["uri"] == site.url("/guide/intro.html"))
 

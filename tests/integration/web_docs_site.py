@@ -12,6 +12,7 @@ from tests.documents import write_pdf
 from tests.web_site import Route, Site, gzipped, sitemap_index, urlset
 
 CRAWL_DELAY = 0.3
+SITEMAP_ONLY = "/guide/sitemap-only.html"  # linked from nowhere; the sitemap dates it
 NAV = "<nav><ul><li><a href='/'>Home</a></li><li><a href='/guide/intro.html'>Intro</a></li></ul></nav>"
 FOOTER = "<footer>Footer boilerplate: copyright the Example project, all rights reserved.</footer>"
 
@@ -34,9 +35,7 @@ def build_site(site: Site, tmp: Path) -> None:
     site.page("/robots.txt", f"User-agent: *\nDisallow: /private/\nCrawl-delay: {CRAWL_DELAY}\n"
                              f"Sitemap: {base}/sitemap_index.xml\n", "text/plain")
     site.page("/sitemap_index.xml", sitemap_index(f"{base}/sitemaps/pages.xml.gz"), "application/xml")
-    site.page("/sitemaps/pages.xml.gz", gzipped(urlset((f"{base}/guide/sitemap-only.html", "2026-11-30"),
-                                                       (f"{base}/private/from-sitemap.html", None))),
-              "application/gzip")
+    _sitemap(site, "2026-11-30")
     links = ("<a href='/guide/intro.html#why'>Intro</a> <a href='guide/install.html?utm_source=nav'>Install</a> "
              "<a href='/old-upgrade'>Upgrade</a> <a href='/missing.html'>Missing</a> "
              "<a href='/private/secret.html'>Secret</a> <a href='/trap/loop/'>Trap</a> "
@@ -49,8 +48,8 @@ def build_site(site: Site, tmp: Path) -> None:
     site.redirect("/old-upgrade", "/guide/upgrade.html")
     site.page("/guide/upgrade.html", doc_page("Upgrading", "<p>Upgrading between versions keeps the collection; "
                                                            "re-run the sync after upgrading.</p>"))
-    site.page("/guide/sitemap-only.html", doc_page("Sitemap only", "<p>This page is listed in the sitemap and "
-                                                                   "linked from nowhere, yet it is indexed.</p>"))
+    site.page(SITEMAP_ONLY, doc_page("Sitemap only", "<p>This page is listed in the sitemap and "
+                                                     "linked from nowhere, yet it is indexed.</p>"))
     site.page("/private/secret.html", doc_page("Secret", "<p>Robots.txt keeps crawlers out of here.</p>"))
     site.page("/private/from-sitemap.html", doc_page("Secret too", "<p>Listed in the sitemap, still disallowed.</p>"))
     site.page("/files/manual.pdf", write_pdf(tmp / "manual.pdf", [["Operator manual", "Rotate the Chroma token "
@@ -61,6 +60,17 @@ def build_site(site: Site, tmp: Path) -> None:
     site.generated["/trap/"] = lambda path: Route(doc_page("Trap", "<p>Deeper and deeper.</p>",
                                                            "<a href='loop/'>deeper</a>").encode())
 
+
+def _sitemap(site: Site, lastmod: str) -> None:
+    site.page("/sitemaps/pages.xml.gz", gzipped(urlset((f"{site.base}{SITEMAP_ONLY}", lastmod),
+                                                       (f"{site.base}/private/from-sitemap.html", None))),
+              "application/gzip")
+
+
+def date_sitemap_only(site: Site, lastmod: str, text: str) -> None:
+    """Edit the sitemap-only page and give it a newer lastmod in the sitemap, as a site generator does."""
+    site.page(SITEMAP_ONLY, doc_page("Sitemap only", f"<p>{text}</p>"))
+    _sitemap(site, lastmod)
 
 
 def assert_paced(arrivals: list[float], delay: float) -> None:

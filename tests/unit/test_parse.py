@@ -60,3 +60,38 @@ def test_a_pdf_of_pages_without_text_says_so():
     writer.write(buffer)
     with pytest.raises(PermanentDocumentError, match=r"from its 1 page\(s\): they hold only images"):
         parse_document("scan.pdf", buffer.getvalue())
+
+
+def test_a_github_template_of_html_comments_is_indexed_as_text_with_the_parsers_complaint():
+    # As nearly every GitHub PR template is: unstructured's Markdown path fails on it, yet its text
+    # is what someone searching the repository wants to find.
+    from tests.real_files import PR_TEMPLATE, PR_TEMPLATE_PHRASE
+
+    parsed = parse_document(".github/pull_request_template.md", PR_TEMPLATE.encode())
+    assert parsed.parser == "text" and parsed.mime_type == "text/markdown"
+    assert any(PR_TEMPLATE_PHRASE in e.text for e in parsed.elements)
+    assert len(parsed.warnings) == 1 and "MD parser" in parsed.warnings[0] and "plain text" in parsed.warnings[0]
+
+
+def test_a_document_that_parses_has_no_warnings():
+    parsed = parse_document("guide.md", b"# Guide\n\nInstall it with pip.\n")
+    assert parsed.parser == "unstructured" and parsed.warnings == ()
+
+
+def test_code_whose_grammar_cannot_load_is_indexed_as_plain_text_with_a_warning(monkeypatch):
+    from headwater.settings import Settings
+    from headwater.pipeline import code_chunks
+    from headwater.pipeline.chunk import chunk_document
+
+    monkeypatch.setitem(code_chunks._GRAMMARS, ".py", ("tree_sitter_missing_grammar", "language"))
+    code_chunks._parser.cache_clear()
+    code_chunks.grammar_problem.cache_clear()
+    try:
+        source = "def rotate(token):\n    return token[::-1]\n"
+        parsed = parse_document("tools/rotate.py", source.encode())
+        assert parsed.warnings and "tree_sitter_missing_grammar" in parsed.warnings[0]
+        chunks = chunk_document(parsed, "tools/rotate.py", Settings())
+        assert any("return token[::-1]" in c.text for c in chunks) and all(c.symbol is None for c in chunks)
+    finally:
+        code_chunks._parser.cache_clear()
+        code_chunks.grammar_problem.cache_clear()

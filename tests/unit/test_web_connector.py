@@ -6,7 +6,8 @@ import pytest
 
 from connectors import build_connector, build_connector_for_url, kind_for_url
 from connectors.web import WebConnector
-from connectors.web_fetch import _retry_after
+from connectors.web_fetch import MAX_RETRY_AFTER_SECONDS
+from headwater.backoff import retry_after_seconds
 from connectors.web_urls import (QueryBudget, Scope, address_refusal, extract_links, normalize, trap_refusal)
 from headwater.errors import PermanentDocumentError
 from headwater.settings import SourceConfig
@@ -63,10 +64,10 @@ def test_public_addresses_and_allowed_private_ones_pass() -> None:
 
 
 def test_retry_after_is_seconds_or_a_date_and_capped() -> None:
-    assert _retry_after("3") == 3.0
-    assert _retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # in the past: go now
-    assert _retry_after("100000") == 120.0
-    assert _retry_after("soon") is None and _retry_after(None) is None
+    assert retry_after_seconds("3") == 3.0
+    assert retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # in the past: go now
+    assert retry_after_seconds("100000", MAX_RETRY_AFTER_SECONDS) == 120.0
+    assert retry_after_seconds("soon") is None and retry_after_seconds(None) is None
 
 
 def test_a_source_that_does_not_allow_private_addresses_refuses_loopback_before_connecting() -> None:
