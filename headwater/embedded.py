@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 from headwater.chroma_store import ChromaStore, WriteObserver
 from headwater.lazy import Lazy
 from headwater.model_identity import dense_identity, sparse_identity
 from headwater.path_lock import ChromaPathLock
 from headwater.settings import Settings
+from headwater.skipped_versions import FileSkippedVersions, NoSkippedVersions
 from headwater.sparse_index_files import open_sparse_index, sparse_index_dir  # noqa: F401  (re-exported)
 from headwater.sync_engine import Progress, SyncEngine
 from workers.embed_dense import DenseEmbedder
@@ -39,7 +41,9 @@ def open_engine(settings: Settings, progress: Progress | None = None,
                                    index.written(operation, ids, metadatas, embeddings))
         elif not settings.is_cloud:  # Chroma Cloud indexes the sparse vectors itself
             _log_writes(settings, store)
-        yield SyncEngine(store, dense, sparse, settings, progress, sparse_index=index)
+        skipped = NoSkippedVersions() if settings.is_remote else \
+            FileSkippedVersions(Path(settings.chroma_path) / "headwater-skipped" / settings.collection)
+        yield SyncEngine(store, dense, sparse, settings, progress, sparse_index=index, skipped=skipped)
 
 
 def _log_writes(settings: Settings, store: ChromaStore) -> None:

@@ -19,9 +19,11 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from headwater import decisions
 from headwater.errors import RunDataMissing
 from headwater.fleet import keys
 from headwater.models import DocumentChange
+from headwater.report import SyncReport
 
 COUNTERS = ("scanned", "unchanged", "queued", "indexed", "skipped", "deleted", "failed")
 
@@ -156,7 +158,8 @@ class RunStore:
         pipe = self.redis.pipeline()
         for run_id in stale:
             pipe.delete(*(keys.run(run_id, part) for part in
-                          ("", "source", "docs", "changes", "todo", "active", "gone", "errors", "claims", "depth")))
+                          ("", "source", "docs", "changes", "todo", "active", "gone", "errors", "claims", "depth",
+                           "notes", "removed")))
         pipe.zrem(keys.source(source_id, "runs"), *stale)
         pipe.zrem(keys.ALL_RUNS, *stale)
         pipe.execute()
@@ -178,6 +181,33 @@ class RunStore:
 
     def errors(self, run_id: str) -> dict[str, str]:
         return {_text(k): _text(v) for k, v in self.redis.hgetall(keys.run(run_id, "errors")).items()}
+
+    def notes(self, run_id: str) -> dict[str, str]:
+        """uri -> how the document ended, where that needs saying (headwater.decisions)."""
+        return {_text(k): _text(v) for k, v in self.redis.hgetall(keys.run(run_id, "notes")).items()}
+
+    def report(self, run: Run) -> SyncReport:
+        """A finished run as embedded mode reports a pass: documents added, updated, moved, ..., with reasons."""
+        report = SyncReport(source_id=run.source_id, started_at=run.started_at or run.created_at,
+                            finished_at=run.finished_at)
+        notes = self.notes(run.id)
+        for uri, state in self.states(run.id).items():
+            note = notes.get(uri, "")
+            if state == "indexed":
+                if note.startswith(decisions.MOVED_FROM):
+                    report.moved += 1
+                elif note == decisions.UPDATED:
+                    report.updated += 1
+                else:
+                    report.added += 1
+            elif state == "unchanged":
+                report.unchanged += 1
+            elif state == "deleted" and not note.startswith(decisions.MOVED_TO):
+                report.deleted += 1
+            elif state == "skipped":
+                report.skip(uri, note)
+        report.failed.update(run.errors)
+        return report
 
     def states(self, run_id: str) -> dict[str, str]:
         """uri -> state of every document the run knows."""
