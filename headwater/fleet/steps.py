@@ -303,6 +303,7 @@ def parse(fleet: Fleet, run_id: str, uri: str, fetched: _Fetched | None = None) 
         except Exception as exc:  # noqa: BLE001  (decided as in embedded mode: never retried, this document only)
             state, reason = decisions.parse_failure(exc)
             if state == outcomes.FAILED:
+                metrics.FAILURES.labels(PARSE, type(exc).__name__).inc()
                 if not isinstance(exc, PermanentDocumentError):
                     log.exception("unexpected error parsing %s in run %s", uri, run_id)
                 follow(fleet, run_id, held.commit(outcomes.FAILED, reason=reason))
