@@ -12,7 +12,8 @@ same source state, and compares:
   batch texts differently, and batch shapes move the last bits), dense embeddings to float tolerance.
   Metadata left out: `fetched_at` (a web page's fetch time, per run by definition). Nothing else.
 
-A failing step stops its case with both sides' state in the message.
+A failing step stops its case with both sides' state in the message. The S3 case has no unreadable
+object: moto refuses reads only once IAM is enforced, for every client at once (test_s3.py covers it).
 """
 
 from __future__ import annotations
