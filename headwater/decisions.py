@@ -16,7 +16,7 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 from headwater.document_plan import unchanged_by_version
-from headwater.errors import PermanentDocumentError, SkippedDocument
+from headwater.errors import ConfigurationError, PermanentDocumentError, SkippedDocument
 from headwater.models import DocumentChange
 
 if TYPE_CHECKING:
@@ -107,6 +107,11 @@ def indexed_as(was_stored: bool, moved_from: str | None = None) -> str:
 
 # Errors ------------------------------------------------------------------------------------------
 
+def expected_parse_error(exc: Exception) -> bool:
+    """Whether a parse error is one Headwater raises on purpose (worded for the user; no traceback to log)."""
+    return isinstance(exc, (SkippedDocument, PermanentDocumentError, ConfigurationError))
+
+
 def parse_failure(exc: Exception) -> tuple[str, str]:
     """What an error while parsing or chunking does to the document: ("skipped" | "failed", reason).
 
@@ -115,6 +120,6 @@ def parse_failure(exc: Exception) -> tuple[str, str]:
     """
     if isinstance(exc, SkippedDocument):
         return "skipped", str(exc)
-    if isinstance(exc, PermanentDocumentError):
+    if isinstance(exc, (PermanentDocumentError, ConfigurationError)):  # the latter says how to fix the install
         return "failed", str(exc)
     return "failed", f"unexpected {type(exc).__name__} while parsing; please report it"

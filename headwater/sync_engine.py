@@ -231,7 +231,7 @@ class SyncEngine:
             chunks = self.chunker(parsed, change.uri, settings)
         except Exception as exc:  # noqa: BLE001  (one bad document must not stop the others)
             state, reason = decisions.parse_failure(exc)
-            if not isinstance(exc, (SkippedDocument, PermanentDocumentError)):
+            if not decisions.expected_parse_error(exc):
                 log.exception("unexpected error parsing %s", change.uri)
             if state == outcomes.SKIPPED:
                 return _Item(change, "skip", fetched=fetched, reason=reason)

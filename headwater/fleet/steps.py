@@ -304,7 +304,7 @@ def parse(fleet: Fleet, run_id: str, uri: str, fetched: _Fetched | None = None) 
             state, reason = decisions.parse_failure(exc)
             if state == outcomes.FAILED:
                 metrics.FAILURES.labels(PARSE, type(exc).__name__).inc()
-                if not isinstance(exc, PermanentDocumentError):
+                if not decisions.expected_parse_error(exc):
                     log.exception("unexpected error parsing %s in run %s", uri, run_id)
                 follow(fleet, run_id, held.commit(outcomes.FAILED, reason=reason))
                 _drop_payload(fleet, run_id, uri, "bytes")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from headwater import decisions
 from headwater.chroma_store import StoredDocument
-from headwater.errors import PermanentDocumentError, SkippedDocument
+from headwater.errors import ConfigurationError, PermanentDocumentError, SkippedDocument
 from headwater.manifest import ManifestEntry
 from headwater.models import DocumentChange, Op
 from workers.fetch import FetchedDocument
@@ -70,5 +70,6 @@ def test_a_rename_is_a_new_document_with_the_bytes_and_suffix_of_a_removed_one_o
 def test_what_a_parse_error_does() -> None:
     assert decisions.parse_failure(SkippedDocument("empty file (0 bytes)")) == ("skipped", "empty file (0 bytes)")
     assert decisions.parse_failure(PermanentDocumentError("not a readable PDF")) == ("failed", "not a readable PDF")
+    assert decisions.parse_failure(ConfigurationError("run scripts/install.sh")) == ("failed", "run scripts/install.sh")
     assert decisions.parse_failure(KeyError("x")) == ("failed", "unexpected KeyError while parsing; please report it")
     assert decisions.parse_failure(TypeError("x")) == ("failed", "unexpected TypeError while parsing; please report it")
