@@ -8,9 +8,11 @@
     headwater:run:{run}:active          SET   uris admitted into the pipeline and not yet terminal
     headwater:run:{run}:gone            LIST  uris the listing no longer has (deleted when the run finishes)
     headwater:run:{run}:errors          HASH  uri -> why it failed ("(source)" for the run itself)
-    headwater:run:{run}:notes           HASH  uri -> why it was skipped
+    headwater:run:{run}:notes           HASH  uri -> how it ended: why it was skipped; added, updated, moved
+                                        from/to URI (headwater.pipeline.decisions)
     headwater:run:{run}:warnings        HASH  uri -> what went wrong without stopping it (a parser's error
                                               when its text was indexed as plain text instead)
+    headwater:run:{run}:removed         HASH  uri -> content hash of a document the run removed (rename pairing)
     headwater:run:{run}:claims          HASH  uri -> the document claim this run holds for it
     headwater:run:{run}:doc:{h}:{part}  STR/HASH  in-flight payloads: bytes, plan, dense, sparse
     headwater:leases                    ZSET  lease member -> deadline (one per pending step)

@@ -19,9 +19,11 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from headwater.pipeline import decisions
 from headwater.errors import RunDataMissing
 from headwater.fleet import keys
 from headwater.models import DocumentChange, Trigger
+from headwater.pipeline.report import SyncReport
 
 COUNTERS = ("scanned", "unchanged", "queued", "indexed", "skipped", "deleted", "failed")
 
@@ -162,7 +164,7 @@ class RunStore:
         for run_id in stale:
             pipe.delete(*(keys.run(run_id, part) for part in
                           ("", "source", "docs", "changes", "todo", "active", "gone", "errors", "notes", "warnings",
-                           "claims", "depth")))
+                           "removed", "claims", "depth")))
         pipe.zrem(keys.source(source_id, "runs"), *stale)
         pipe.zrem(keys.ALL_RUNS, *stale)
         pipe.execute()
@@ -187,9 +189,14 @@ class RunStore:
     def errors(self, run_id: str) -> dict[str, str]:
         return {_text(k): _text(v) for k, v in self.redis.hgetall(keys.run(run_id, "errors")).items()}
 
-    def skipped(self, run_id: str) -> dict[str, str]:
-        """Why each skipped document was skipped (the state machine keeps a skip's reason in the run's notes)."""
+    def notes(self, run_id: str) -> dict[str, str]:
+        """uri -> how the document ended, where that needs saying (headwater.pipeline.decisions)."""
         return self._hash(run_id, "notes")
+
+    def skipped(self, run_id: str) -> dict[str, str]:
+        """Why each skipped document was skipped."""
+        notes = self.notes(run_id)
+        return {uri: notes.get(uri, "") for uri, state in self.states(run_id).items() if state == "skipped"}
 
     def warnings(self, run_id: str) -> dict[str, str]:
         return self._hash(run_id, "warnings")
@@ -201,6 +208,30 @@ class RunStore:
         """Record what went wrong with a document without stopping it (a redelivered step writes the same)."""
         if warnings:
             self.redis.hset(keys.run(run_id, "warnings"), uri, "; ".join(warnings))
+
+    def report(self, run: Run) -> SyncReport:
+        """A finished run as embedded mode reports a pass: documents added, updated, moved, ..., with reasons."""
+        report = SyncReport(source_id=run.source_id, started_at=run.started_at or run.created_at,
+                            finished_at=run.finished_at)
+        notes = self.notes(run.id)
+        for uri, state in self.states(run.id).items():
+            note = notes.get(uri, "")
+            if state == "indexed":
+                if note.startswith(decisions.MOVED_FROM):
+                    report.moved += 1
+                elif note == decisions.UPDATED:
+                    report.updated += 1
+                else:
+                    report.added += 1
+            elif state == "unchanged":
+                report.unchanged += 1
+            elif state == "deleted" and not note.startswith(decisions.MOVED_TO):
+                report.deleted += 1
+            elif state == "skipped":
+                report.skip(uri, note)
+        report.failed.update(run.errors)
+        report.warnings.update(run.warnings)
+        return report
 
     def states(self, run_id: str) -> dict[str, str]:
         """uri -> state of every document the run knows."""

@@ -24,9 +24,9 @@ from typing import Any
 
 from connectors.base import Discoverer
 from headwater.store import chroma_store as ckeys
-from headwater.pipeline import outcomes
+from headwater.pipeline import decisions, outcomes
 from headwater.pipeline.deletion_guard import check_deletions, likely_deletions
-from headwater.pipeline.document_plan import DocumentFacts, plan_document, unchanged_by_version
+from headwater.pipeline.document_plan import DocumentFacts, plan_document
 from headwater.errors import (PROGRAMMING_ERRORS, ConfigurationError, DocumentUnchanged, DocumentVanished,
                               ListingError, PermanentDocumentError, RunDataMissing, SkippedDocument)
 from headwater.fleet import batches, keys
@@ -176,20 +176,11 @@ def _store_listing(fleet: Fleet, run) -> None:  # noqa: ANN001
         fleet.runs.store_listing(run.id, seeds, [], list(stored), scanned=len(seeds))
         return
     skipped = {k.decode(): v.decode() for k, v in fleet.redis.hgetall(keys.source(run.source_id, "skipped")).items()}
-    listed: set[str] = set()
-    todo, unchanged = [], []
-    for change in connector.list_documents():  # a ListingError fails the run
-        listed.add(change.uri)
-        doc = stored.get(change.uri)
-        if unchanged_by_version(doc, change) or (doc is None and change.version and skipped.get(change.uri) == change.version):
-            unchanged.append(change.uri)
-        else:
-            todo.append(change)
-    gone = [uri for uri in stored if uri not in listed]
-    todo.sort(key=largest_first)
-    check_deletions(run.source_id, len(stored), likely_deletions(stored, listed, todo), len(listed),
+    diff = decisions.diff_listing(connector.list_documents(), stored, skipped)  # a ListingError fails the run
+    diff.todo.sort(key=largest_first)
+    check_deletions(run.source_id, len(stored), likely_deletions(stored, diff.listed, diff.todo), len(diff.listed),
                     run.allow_mass_delete)
-    fleet.runs.store_listing(run.id, todo, unchanged, gone, scanned=len(listed))
+    fleet.runs.store_listing(run.id, diff.todo, diff.unchanged, diff.gone, scanned=len(diff.listed))
 
 
 def largest_first(change: DocumentChange) -> int:
@@ -229,13 +220,14 @@ def fetch(fleet: Fleet, run_id: str, uri: str) -> None:
             return
         stored = fleet.store(run.target).documents(run.source_id, [uri]).get(uri)
         if change.op is Op.DELETE:
+            _remember_removed(fleet, run_id, uri, stored)
             _to_write_or_end(held, outcomes.removed(run.source_id, uri, stored, outcomes.DELETED),
                              run.target.collection)
             return
         connector = fleet.connector(run_id)
-        known = stored.doc_version if stored and stored.complete else None
         try:
-            fetched = fetch_document(connector, uri, fleet.settings.max_document_bytes, known_version=known)
+            fetched = fetch_document(connector, uri, fleet.settings.max_document_bytes,
+                                     known_version=decisions.known_version(stored))
         except Exception as exc:  # noqa: BLE001  (ended below, after the links it found joined the run)
             fetched, failure = None, exc
         else:
@@ -254,6 +246,7 @@ def fetch(fleet: Fleet, run_id: str, uri: str) -> None:
             follow(fleet, run_id, held.commit(outcomes.UNCHANGED))
             return
         if isinstance(failure, DocumentVanished):
+            _remember_removed(fleet, run_id, uri, stored)
             _to_write_or_end(held, outcomes.removed(run.source_id, uri, stored, outcomes.DELETED),
                              run.target.collection)
             return
@@ -263,9 +256,9 @@ def fetch(fleet: Fleet, run_id: str, uri: str) -> None:
             return
         if failure is not None:
             raise failure
-        version = fetched.version or change.version or fetched.doc_hash
-        modified_time = fetched.modified_time or change.observed_at
-        if stored and stored.complete and stored.doc_hash == fetched.doc_hash:
+        version = decisions.document_version(fetched, change)
+        modified_time = decisions.modified_time(fetched, change)
+        if decisions.is_touch(stored, fetched):
             _to_write_or_end(held, outcomes.touched(run.source_id, stored, version, modified_time),
                              run.target.collection)
             return
@@ -309,11 +302,19 @@ def parse(fleet: Fleet, run_id: str, uri: str, fetched: _Fetched | None = None) 
         try:
             parsed = parse_document(uri, data, facts_json.get("mime_type") or None)
             chunks = chunk_document(parsed, uri, s)
-        except SkippedDocument as exc:
+        except Exception as exc:  # noqa: BLE001  (decided as in embedded mode: never retried, this document only)
+            state, reason = decisions.parse_failure(exc)
+            if state == outcomes.FAILED:
+                metrics.FAILURES.labels(PARSE, type(exc).__name__).inc()
+                if not decisions.expected_parse_error(exc):
+                    log.exception("unexpected error parsing %s in run %s", uri, run_id)
+                follow(fleet, run_id, held.commit(outcomes.FAILED, reason=reason))
+                _drop_payload(fleet, run_id, uri, "bytes")
+                return
             fleet.redis.hset(keys.source(run.source_id, "skipped"), uri, facts_json["doc_version"])
             if stored is None:  # an entry a cut-short write left still has to go
                 stored = store.documents(run.source_id, [uri]).get(uri)
-            _to_write_or_end(held, outcomes.removed(run.source_id, uri, stored, outcomes.SKIPPED, str(exc)),
+            _to_write_or_end(held, outcomes.removed(run.source_id, uri, stored, outcomes.SKIPPED, reason),
                              run.target.collection)
             _drop_payload(fleet, run_id, uri, "bytes")
             return
@@ -325,6 +326,8 @@ def parse(fleet: Fleet, run_id: str, uri: str, fetched: _Fetched | None = None) 
             if record.metadata[ckeys.CONTENT_HASH] in known:
                 record.embedding, record.metadata[ckeys.SPARSE] = known[record.metadata[ckeys.CONTENT_HASH]]
         outcome = outcomes.indexed(plan)
+        # Renames are paired when the run finishes (see _pair_renames), when every removal is known.
+        outcome.reason = decisions.indexed_as(stored is not None)
         new_texts = {r.metadata[ckeys.CONTENT_HASH] for r in plan.records if r.embedding is None}
         if not new_texts:
             _to_write_or_end(held, outcome, run.target.collection)
@@ -557,11 +560,13 @@ def finish(fleet: Fleet, run_id: str) -> None:
             stored = store.documents(run.source_id, gone)
             writer = BatchWriter(store)
             for uri in gone:
+                _remember_removed(fleet, run_id, uri, stored.get(uri))
                 if uri in stored and fleet.runs.claim_document(run.source_id, uri, run.seq):
                     outcomes.write_outcome(writer, outcomes.removed(run.source_id, uri, stored[uri], outcomes.DELETED))
             writer.flush()
             fleet.crash.reached("finish.after_delete")
             fleet.runs.mark_deleted(run_id, gone)
+        _pair_renames(fleet, run)
         fleet.state.close(run_id, held.token)
         pipe = fleet.redis.pipeline()
         for uri in fleet.runs.states(run_id):
@@ -569,6 +574,40 @@ def finish(fleet: Fleet, run_id: str) -> None:
         pipe.execute()
 
     run_step(fleet, run_id, FINISH, "", body)
+
+
+def _remember_removed(fleet: Fleet, run_id: str, uri: str, stored: Any) -> None:
+    """What a document this run removes held (its content hash), for the rename pairing when the run finishes."""
+    if stored is not None and stored.complete and stored.doc_hash:
+        fleet.redis.hset(keys.run(run_id, "removed"), uri, stored.doc_hash)
+
+
+def _pair_renames(fleet: Fleet, run) -> None:  # noqa: ANN001
+    """Documents this run added with the bytes of one it removed were renamed: note both as a move.
+
+    The same pairing embedded mode makes while it reads (headwater.pipeline.decisions.rename_origin), made
+    here once every removal of the run is known. The writes were the same either way (a renamed
+    document is chunked again under its new path, and its old records are deleted); only the report differs.
+    """
+    removed = {k.decode(): v.decode() for k, v in fleet.redis.hgetall(keys.run(run.id, "removed")).items()}
+    if not removed:
+        return
+    states, notes = fleet.runs.states(run.id), fleet.runs.notes(run.id)
+    removed = {uri: h for uri, h in removed.items() if states.get(uri) == outcomes.DELETED}
+    added = sorted(uri for uri, state in states.items() if state == outcomes.INDEXED and notes.get(uri) == decisions.ADDED)
+    if not removed or not added:
+        return
+    vanishing = {removed[uri]: uri for uri in sorted(removed)}
+    held = fleet.store(run.target).documents(run.source_id, added)
+    moves = {}
+    for uri in added:
+        doc = held.get(uri)
+        origin = decisions.rename_origin(uri, doc.doc_hash, None, vanishing) if doc and doc.doc_hash else None
+        if origin:
+            moves[uri] = decisions.indexed_as(False, origin)
+            moves[origin] = decisions.MOVED_TO + uri
+    if moves:
+        fleet.redis.hset(keys.run(run.id, "notes"), mapping=moves)
 
 
 # sweep --------------------------------------------------------------------------------------

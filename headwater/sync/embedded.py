@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from headwater.store.chroma_store import ChromaStore, WriteObserver
@@ -12,6 +13,7 @@ from headwater.lazy import Lazy
 from headwater.pipeline.model_identity import sparse_identity
 from headwater.store.path_lock import ChromaPathLock
 from headwater.settings import Settings
+from headwater.pipeline.skipped_versions import FileSkippedVersions, NoSkippedVersions
 from headwater.retrieval.sparse_index_files import open_sparse_index, sparse_index_dir  # noqa: F401  (re-exported)
 from headwater.sync.sync_engine import Progress, SyncEngine
 from headwater.pipeline.dense_source import dense_embedder, dense_model_identity
@@ -50,7 +52,9 @@ def engine_for(settings: Settings, dense: Any, sparse: SpladeEncoder | Lazy,
                                index.written(operation, ids, metadatas, embeddings))
     elif not settings.is_cloud:  # Chroma Cloud indexes the sparse vectors itself
         _log_writes(settings, store)
-    return SyncEngine(store, dense, sparse, settings, progress, sparse_index=index)
+    skipped = NoSkippedVersions() if settings.is_remote else \
+        FileSkippedVersions(Path(settings.chroma_path) / "headwater-skipped" / settings.collection)
+    return SyncEngine(store, dense, sparse, settings, progress, sparse_index=index, skipped=skipped)
 
 
 def _log_writes(settings: Settings, store: ChromaStore) -> None:

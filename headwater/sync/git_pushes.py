@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,8 +79,16 @@ def plan_push(connector: GitConnector, cursor: str | None, push: Push) -> PushPl
     return PushPlan("incremental", pinned, changes, reason=f"{cursor[:12]}..{after[:12]}: {len(changes)} changes")
 
 
-def sync_push_embedded(engine: Any, connector: GitConnector, cursors: CursorStore, push: Push) -> Any:
-    """Apply a push in this process; returns the engine's report (None when there was nothing to do)."""
+def handle_push(connector: GitConnector, cursors: CursorStore, push: Push,
+                execute: Callable[[PushPlan], Any]) -> Any:
+    """Decide a push, hand its plan to an executor, then move the cursor: the one sequence both modes follow.
+
+    The cursor moves to the plan's commit once the executor has taken the plan without raising:
+    embedded mode has then written it (failed documents included: their reasons are in the
+    report, and the next full run retries them), the fleet has queued it as a durable run (which
+    its workers finish or fail document by document). An executor that raises leaves the cursor
+    where it was, so the next push reconciles the branch in full. A deleted branch marks the source.
+    """
     row = cursors.get(connector.source_id)
     plan = plan_push(connector, row.cursor if row else None, push)
     log.info("push to %s: %s (%s)", connector.source_id, plan.kind, plan.reason)
@@ -87,28 +96,31 @@ def sync_push_embedded(engine: Any, connector: GitConnector, cursors: CursorStor
         if push.deleted:
             cursors.mark(connector.source_id, plan.reason)
         return None
-    report = engine.sync(plan.connector) if plan.kind == "full" else engine.apply(plan.connector, plan.changes)
+    result = execute(plan)
     cursors.set(connector.source_id, plan.commit)
-    return report
+    return result
+
+
+def sync_push_embedded(engine: Any, connector: GitConnector, cursors: CursorStore, push: Push) -> Any:
+    """Apply a push in this process; returns the engine's report (None when there was nothing to do)."""
+    def execute(plan: PushPlan) -> Any:
+        return engine.sync(plan.connector) if plan.kind == "full" else engine.apply(plan.connector, plan.changes)
+
+    return handle_push(connector, cursors, push, execute)
 
 
 def sync_push_fleet(fleet: Any, target: Any, connector: GitConnector, cursors: CursorStore, push: Push) -> str | None:
     """Queue a push for the workers; returns the run id (None when there was nothing to queue).
 
-    The cursor moves when the run is queued: the next push diffs from here, and its live changes
-    are ordered after this run's, so they may run side by side.
+    The next push diffs from the cursor this moves, and its live changes are ordered after this
+    run's, so they may run side by side.
     """
     from headwater.fleet.enqueue import enqueue_changes, enqueue_sync
 
-    row = cursors.get(connector.source_id)
-    plan = plan_push(connector, row.cursor if row else None, push)
-    log.info("push to %s: %s (%s)", connector.source_id, plan.kind, plan.reason)
-    if plan.kind == "none":
-        if push.deleted:
-            cursors.mark(connector.source_id, plan.reason)
-        return None
-    spec = plan.connector.spec()  # type: ignore[union-attr]
-    run_id = enqueue_sync(fleet, spec, target, trigger=Trigger.WEBHOOK) if plan.kind == "full" else \
-        enqueue_changes(fleet, spec, target, plan.changes, Trigger.WEBHOOK) if plan.changes else None
-    cursors.set(connector.source_id, plan.commit)
-    return run_id
+    def execute(plan: PushPlan) -> str | None:
+        spec = plan.connector.spec()  # type: ignore[union-attr]
+        if plan.kind == "full":
+            return enqueue_sync(fleet, spec, target, trigger=Trigger.WEBHOOK)
+        return enqueue_changes(fleet, spec, target, plan.changes, Trigger.WEBHOOK) if plan.changes else None
+
+    return handle_push(connector, cursors, push, execute)

@@ -15,16 +15,16 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from pathlib import PurePosixPath
 from typing import Any, Protocol
 
 from connectors.base import Lister, Reader
 from headwater.store import chroma_store as keys
 from headwater.store.chroma_store import ChromaStore, StoredDocument
-from headwater.errors import DocumentVanished, PermanentDocumentError, RetryableError, SkippedDocument
-from headwater.pipeline import outcomes
+from headwater.errors import DocumentUnchanged, DocumentVanished, PermanentDocumentError, RetryableError, SkippedDocument
+from headwater.pipeline import decisions, outcomes
 from headwater.pipeline.deletion_guard import check_deletions, likely_deletions
 from headwater.pipeline.document_plan import DocumentFacts, DocumentPlan, plan_document, unchanged_by_version
+from headwater.pipeline.skipped_versions import NoSkippedVersions, SkippedVersions
 from headwater.lazy import Lazy
 from headwater.pipeline.outcomes import write_outcome
 from headwater.models import Chunk, ChunkRecord, DocumentChange, Op
@@ -66,7 +66,7 @@ class _Item:
     """One document's outcome from the reading side, handed to the writing side."""
 
     change: DocumentChange
-    action: str  # index | touch | skip | fail | fatal
+    action: str  # index | touch | unchanged | skip | fail | fatal
     fetched: FetchedDocument | None = None
     parsed: ParsedDocument | None = None
     chunks: list[Chunk] | None = None
@@ -79,7 +79,8 @@ class SyncEngine:
     """Runs sync passes for any connector that can list and read, writing through one ChromaStore."""
 
     def __init__(self, store: ChromaStore, dense: DenseEmbedder, sparse: SpladeEncoder, settings: Settings,
-                 progress: Progress | None = None, sparse_index: SparseIndex | Lazy | None = None) -> None:
+                 progress: Progress | None = None, sparse_index: SparseIndex | Lazy | None = None,
+                 skipped: SkippedVersions | None = None) -> None:
         self.store = store
         self.dense = dense
         self.sparse = sparse
@@ -88,6 +89,8 @@ class SyncEngine:
         self.lanes = lane_count(settings.model_threads)
         # Kept current by the store's write observers; saved once per pass.
         self.sparse_index = sparse_index
+        # Which version of each document a pass skipped: the next full pass need not read it again.
+        self.skipped = skipped or NoSkippedVersions()
         # The one chunking entry point; replaceable so the benchmarks can compare the old chunker.
         self.chunker = chunk_document
 
@@ -105,24 +108,21 @@ class SyncEngine:
         repair = self.store.single_writer and self.store.manifest.covers(source_id)
         stored = self.store.documents(source_id, backfill=True)
         report = SyncReport(source_id=source_id)
-        listed: set[str] = set()
-        changed: list[DocumentChange] = []
+        diff = decisions.diff_listing(connector.list_documents(), stored, self.skipped.versions(source_id))
         repaired = []
-        for change in connector.list_documents():
-            listed.add(change.uri)
-            doc = stored.get(change.uri)
-            if unchanged_by_version(doc, change):
-                report.unchanged += 1
-                report.chunks_unchanged += len(doc.ids)  # type: ignore[union-attr]
-                if repair and doc.entry is None:  # type: ignore[union-attr]  (its entry was cut short)
-                    repaired.append(doc.manifest_entry(source_id))  # type: ignore[union-attr]
-            else:
-                changed.append(change)
-        gone = [DocumentChange(source_id, uri, Op.DELETE) for uri in stored if uri not in listed]
-        check_deletions(source_id, len(stored), likely_deletions(stored, listed, changed), len(listed),
+        for uri in diff.unchanged:
+            report.unchanged += 1
+            doc = stored.get(uri)
+            if doc is None:  # a version skipped before
+                continue
+            report.chunks_unchanged += len(doc.ids)
+            if repair and doc.entry is None:  # its entry was cut short
+                repaired.append(doc.manifest_entry(source_id))
+        gone = [DocumentChange(source_id, uri, Op.DELETE) for uri in diff.gone]
+        check_deletions(source_id, len(stored), likely_deletions(stored, diff.listed, diff.todo), len(diff.listed),
                         allow_mass_delete)
         self.store.manifest.write(repaired)
-        return self.apply(connector, [*changed, *gone], stored, report)
+        return self.apply(connector, [*diff.todo, *gone], stored, report)
 
     def apply(self, connector: Reader | Any, changes: Iterable[DocumentChange],
               stored: dict[str, StoredDocument] | None = None, report: SyncReport | None = None) -> SyncReport:
@@ -176,6 +176,7 @@ class SyncEngine:
             report.chunks_deleted += len(stored[uri].ids)
             self.progress.document_done(uri)
         writer.flush()
+        self.skipped.save()
         if self.sparse_index is not None and (todo or deletes):
             self.sparse_index.persist()
         report.chunks_written = writer.written
@@ -207,8 +208,12 @@ class SyncEngine:
     def _read_one(self, connector: Any, change: DocumentChange, stored: dict[str, StoredDocument],
                   vanishing: dict[str | None, str]) -> _Item:
         settings = self.settings
+        doc = stored.get(change.uri)
         try:
-            fetched = fetch_document(connector, change.uri, settings.max_document_bytes)
+            fetched = fetch_document(connector, change.uri, settings.max_document_bytes,
+                                     known_version=decisions.known_version(doc))
+        except DocumentUnchanged:  # the source said so without sending the bytes (an HTTP 304)
+            return _Item(change, "unchanged")
         except (DocumentVanished, SkippedDocument) as exc:  # gone, or declined by its connector
             return _Item(change, "skip", reason=str(exc))
         except (PermanentDocumentError, RetryableError) as exc:
@@ -216,26 +221,21 @@ class SyncEngine:
         data = fetched.data
         # Only the hash and timestamp travel on: a large folder's bytes must not pile up in the queue.
         fetched = replace(fetched, data=b"")
-        doc = stored.get(change.uri)
-        if doc and doc.complete and doc.doc_hash == fetched.doc_hash:
+        if decisions.is_touch(doc, fetched):
             return _Item(change, "touch", fetched=fetched)
-        origin = vanishing.get(fetched.doc_hash)
-        moved_from = None
-        if doc is None and origin and PurePosixPath(origin).suffix == PurePosixPath(change.uri).suffix:
-            del vanishing[fetched.doc_hash]  # one rename per vanished document
-            # Chunk texts start with the document's path, so a renamed document is chunked (and
-            # embedded) again under its new path; its old records go in the same window.
-            moved_from = origin
+        # Chunk texts start with the document's path, so a renamed document is chunked (and
+        # embedded) again under its new path; its old records go in the same window.
+        moved_from = decisions.rename_origin(change.uri, fetched.doc_hash, doc, vanishing)
         try:
             parsed = parse_document(change.uri, data, fetched.mime_type)
             chunks = self.chunker(parsed, change.uri, settings)
-        except SkippedDocument as exc:
-            return _Item(change, "skip", reason=str(exc))
-        except PermanentDocumentError as exc:
-            return _Item(change, "fail", reason=str(exc))
-        except Exception as exc:  # a parser bug must not stop the other documents
-            log.exception("unexpected error parsing %s", change.uri)
-            return _Item(change, "fail", reason=f"unexpected {type(exc).__name__} while parsing; please report it")
+        except Exception as exc:  # noqa: BLE001  (one bad document must not stop the others)
+            state, reason = decisions.parse_failure(exc)
+            if not decisions.expected_parse_error(exc):
+                log.exception("unexpected error parsing %s", change.uri)
+            if state == outcomes.SKIPPED:
+                return _Item(change, "skip", fetched=fetched, reason=reason)
+            return _Item(change, "fail", reason=reason)
         return _Item(change, "index", fetched=fetched, parsed=parsed, chunks=chunks, moved_from=moved_from)
 
     def _windows(self, items: queue.Queue) -> Iterable[list[_Item]]:
@@ -267,8 +267,13 @@ class SyncEngine:
             doc = stored.get(uri)
             if item.action == "fail":
                 report.fail(uri, item.reason)  # whatever was indexed before stays
+            elif item.action == "unchanged":
+                report.unchanged += 1
+                report.chunks_unchanged += len(doc.ids) if doc else 0
             elif item.action == "skip":
                 report.skip(uri, item.reason)
+                if item.fetched is not None:  # read, then declined by the parser: not read again at this version
+                    self.skipped.record(item.change.source_id, uri, self._version(item))
                 # Now empty, unsupported or gone: its old chunks would mislead.
                 write_outcome(writer, outcomes.removed(item.change.source_id, uri, doc, outcomes.SKIPPED, item.reason))
                 report.chunks_deleted += len(doc.ids) if doc else 0
@@ -286,14 +291,16 @@ class SyncEngine:
         for item, plan in planned:
             write_outcome(writer, outcomes.indexed(plan))
             report.chunks_deleted += len(plan.stale)
-            if item.moved_from in deletes:
+            kind = decisions.indexed_as(bool(stored.get(item.change.uri)),
+                                        item.moved_from if item.moved_from in deletes else None)
+            if kind.startswith(decisions.MOVED_FROM):
                 deletes.discard(item.moved_from)
                 origin = stored[item.moved_from]
                 write_outcome(writer, outcomes.removed(item.change.source_id, item.moved_from, origin,
                                                        outcomes.DELETED))
                 report.chunks_deleted += len(origin.ids)  # the records under the old path are gone
                 report.moved += 1
-            elif stored.get(item.change.uri):
+            elif kind == decisions.UPDATED:
                 report.updated += 1
             else:
                 report.added += 1
@@ -390,10 +397,9 @@ class SyncEngine:
 
     @staticmethod
     def _version(item: _Item) -> str:
-        fetched = item.fetched
-        return fetched.version or item.change.version or fetched.doc_hash  # type: ignore[union-attr]
+        return decisions.document_version(item.fetched, item.change)  # type: ignore[arg-type]
 
 
 def _mtime(item: _Item) -> float:
-    return item.fetched.modified_time or item.change.observed_at  # type: ignore[union-attr]
+    return decisions.modified_time(item.fetched, item.change)  # type: ignore[arg-type]
 
