@@ -18,6 +18,7 @@ from headwater import cli_consolidate, cli_fleet, cli_push
 from headwater.cli_common import (AllowMassDeleteOpt, AllowPrivateAddressesOpt, ChromaPathOpt, CollectionOpt, ExcludeOpt,
                                   IncludeOpt, QueueUrlOpt, SourceIdOpt, announce_dead_letter, print_event_counts,
                                   configure_logging, resolve_connector, fail, cli_settings, err, out, stop_on_signals)
+from connectors.base import AcknowledgedEvents, HasCursor
 from headwater.errors import ConfigurationError, HeadwaterError
 from headwater.report import SyncReport
 from headwater.settings import load_settings
@@ -155,7 +156,7 @@ app.command(name="consolidate")(cli_consolidate.consolidate)
 
 def _record_cursor(settings: Any, connector: Any) -> None:
     """A source with a cursor (a git source's commit) keeps the one this pass synced, for the next push."""
-    if getattr(connector, "cursor", None):
+    if isinstance(connector, HasCursor) and connector.cursor:
         from headwater.source_cursors import CursorStore
 
         CursorStore.from_settings(settings).set(connector.source_id, connector.cursor)
@@ -193,7 +194,7 @@ def _watch_loop(engine: Any, connector: Any, settings: Any) -> None:
 
     err.print(f"watching {connector.root} (Ctrl-C to stop)")
     on_error = lambda exc: err.print(f"[yellow]not synced:[/yellow] {exc}")  # noqa: E731
-    if getattr(connector, "events_acknowledged", False):
+    if isinstance(connector, AcknowledgedEvents):
         from headwater.dead_letters import FileDeadLetters, dead_letter_file
 
         letters = FileDeadLetters(dead_letter_file(settings.chroma_path), connector.source_id)

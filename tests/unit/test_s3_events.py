@@ -116,8 +116,10 @@ def test_spec_never_carries_credentials_and_rebuilds_the_same_connector(monkeypa
 
 
 def test_a_misspelt_option_is_an_error():
-    with pytest.raises(ValueError, match="unknown option.*max_object_size"):
-        S3Connector("s", "bucket", max_object_size=3)
+    from connectors.base import build_connector
+
+    with pytest.raises(ValueError, match="options.max_object_size: unknown option; known: bucket, .*max_object_mb"):
+        build_connector("s3", "s", bucket="bucket", max_object_size=3)
 
 
 def test_sequencer_changes_and_head_resolved_changes_are_ordered_apart():
