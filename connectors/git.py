@@ -100,6 +100,10 @@ def repository_key(url: str) -> str:
 
 
 def _check_url(url: str) -> None:
+    if url.startswith("-") or re.match(r"^[A-Za-z][A-Za-z0-9+.-]*::", url):
+        # An option to git, or a remote helper (ext::, fd::) that runs a command: never a repository.
+        raise ConfigurationError("a git source's URL is what `git fetch` takes: https://..., ssh://..., "
+                                 "git@host:owner/repo, or a path")
     parts = urlsplit(url) if "://" in url else None
     if parts is not None and (parts.password or (parts.username and parts.scheme in ("http", "https"))):
         # Never echo it: the part before the @ may be the token itself.

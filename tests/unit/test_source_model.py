@@ -59,6 +59,7 @@ def test_messages_name_the_field_and_never_echo_what_was_given(tmp_path):
              ("s3", "options.endpoint_url"): {"bucket": "reports", "endpoint_url": f"http://key:{TOKEN}@minio:9000"},
              ("git", "options.token_env"): {"url": "https://github.com/o/r", "token_env": TOKEN},
              ("git", "options.branch"): {"url": "https://github.com/o/r", "branch": "a..b"},
+             ("git", "options.url"): {"url": "ext::sh -c touch% /tmp/pwned"},
              ("web", "options.start_urls"): {"start_urls": ["gopher://x"]},
              ("web", "options.max_depth"): {"start_urls": ["https://x.example/"], "max_depth": -1},
              ("folder", "options.path"): {"path": str(tmp_path / "missing")},
