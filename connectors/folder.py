@@ -9,7 +9,9 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path, PurePosixPath
 
-from connectors.base import DocumentStat, register_connector
+from pydantic import Field, field_validator
+
+from connectors.base import DocumentStat, SourceOptions, register_connector
 from connectors.globs import could_match_below, match as _match
 from headwater.errors import ListingError
 from headwater.models import DocumentChange, Op
@@ -18,6 +20,31 @@ KIND = "folder"
 # Hidden files and directories (.git, .env, editor swap files, .headwater itself) are left out
 # unless a user includes them: they are rarely documents and sometimes hold secrets.
 DEFAULT_EXCLUDE = (".*", "**/.*", "**/node_modules/**", "**/__pycache__/**", "*~", "**/*~")
+
+
+class FolderOptions(SourceOptions):
+    """A directory on the machine that reads it (the serve process, the workers)."""
+
+    path: str = Field(min_length=1, max_length=4096, description="A directory; stored as its absolute path.")
+    include: list[str] = Field(default_factory=lambda: ["**"], max_length=100, description="Globs of files to index.")
+    exclude: list[str] = Field(default_factory=lambda: list(DEFAULT_EXCLUDE), max_length=100,
+                               description="Globs of files to leave out (default: hidden files, node_modules, "
+                                           "__pycache__, backups).")
+    debounce_seconds: float = Field(default=0.5, ge=0, le=3600,
+                                    description="watch: how long a file must stay untouched before it is synced.")
+
+    @field_validator("path", mode="before")
+    @classmethod
+    def _path_as_text(cls, value: object) -> object:
+        return os.fspath(value) if isinstance(value, os.PathLike) else value
+
+    @field_validator("path")
+    @classmethod
+    def _a_directory(cls, value: str) -> str:
+        path = Path(value).expanduser()
+        if not path.is_dir():
+            raise ValueError(f"must be an absolute path to a directory on this machine ({value[:200]} is not one)")
+        return str(path.resolve())
 
 
 def file_version(st: os.stat_result) -> str:
@@ -226,4 +253,4 @@ class _DebouncedHandler:
         return changes
 
 
-register_connector(KIND, FolderConnector)
+register_connector(KIND, FolderConnector, FolderOptions)

@@ -24,7 +24,9 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from connectors.base import DocumentStat, register_connector
+from pydantic import Field, field_validator
+
+from connectors.base import DocumentStat, EnvName, SourceOptions, register_connector
 from connectors.folder import _match
 from headwater.errors import ConfigurationError, ListingError, RetryableError, SkippedDocument
 from headwater.models import DocumentChange, Op
@@ -98,11 +100,65 @@ def repository_key(url: str) -> str:
 
 
 def _check_url(url: str) -> None:
+    if url.startswith("-") or re.match(r"^[A-Za-z][A-Za-z0-9+.-]*::", url):
+        # An option to git, or a remote helper (ext::, fd::) that runs a command: never a repository.
+        raise ConfigurationError("a git source's URL is what `git fetch` takes: https://..., ssh://..., "
+                                 "git@host:owner/repo, or a path")
     parts = urlsplit(url) if "://" in url else None
     if parts is not None and (parts.password or (parts.username and parts.scheme in ("http", "https"))):
         # Never echo it: the part before the @ may be the token itself.
         raise ConfigurationError("a git source's URL must not hold credentials; put the token in an environment "
                                  "variable and name it in the source's token_env option")
+
+
+def _check_branch(branch: str) -> None:
+    if not branch or branch.startswith("-") or ".." in branch or any(c.isspace() or c in "~^:?*[\\" for c in branch):
+        raise ConfigurationError(f"{branch[:100]!r} is not a branch name")
+
+
+class GitOptions(SourceOptions):
+    """One branch of a repository that `git fetch` can reach. A private repository's token is named by
+    the environment variable that holds it (token_env), never written here."""
+
+    runtime = frozenset({"cache_dir"})
+
+    url: str = Field(min_length=1, max_length=2000, description="What `git fetch` takes: https://..., ssh://..., "
+                                                                 "git@host:owner/repo, or a path on this machine.")
+    branch: str = Field(default="main", max_length=250)
+    include: list[str] = Field(default_factory=lambda: ["**"], max_length=100, description="Globs of paths to index.")
+    exclude: list[str] = Field(default_factory=list, max_length=100, description="Globs of paths to leave out.")
+    vendored: list[str] = Field(default_factory=lambda: list(VENDORED), max_length=200,
+                                description="Paths listed but skipped as other people's code or generated files.")
+    max_file_kb: int = Field(default=DEFAULT_MAX_FILE_KB, ge=1, le=1024 * 1024,
+                             description="Larger files are never fetched (reported as skipped).")
+    token_env: EnvName | None = Field(default=None, description="The environment variable holding a token for a "
+                                                                "private repository (sent as HTTP basic auth).")
+    webhook_secret_env: EnvName | None = Field(default=None, description="The environment variable holding the "
+                                                                         "secret GitHub signs push deliveries with.")
+    repository: str | None = Field(default=None, max_length=300, description="Its name in chunk metadata "
+                                                                             "(default: owner/repo from the URL).")
+    web_url: str | None = Field(default=None, max_length=2000, pattern=r"^https?://\S+$",
+                                description="Where files are shown on the web (default: GitHub's, for GitHub URLs).")
+    commit: str | None = Field(default=None, pattern=r"^[0-9a-f]{40}$",
+                               description="Read this commit rather than the branch's newest (a run's pin).")
+
+    @field_validator("url")
+    @classmethod
+    def _no_credentials(cls, value: str) -> str:
+        try:
+            _check_url(value.strip())
+        except ConfigurationError as exc:
+            raise ValueError(str(exc)) from None
+        return value.strip()
+
+    @field_validator("branch")
+    @classmethod
+    def _branch_name(cls, value: str) -> str:
+        try:
+            _check_branch(value)
+        except ConfigurationError as exc:
+            raise ValueError(str(exc)) from None
+        return value
 
 
 class GitConnector:
@@ -114,16 +170,11 @@ class GitConnector:
                  exclude: Sequence[str] = (), vendored: Sequence[str] = VENDORED,
                  max_file_kb: int = DEFAULT_MAX_FILE_KB, token_env: str | None = None,
                  webhook_secret_env: str | None = None, repository: str | None = None, web_url: str | None = None,
-                 commit: str | None = None, cache_dir: str | Path | None = None, **unknown: Any) -> None:
-        if unknown:  # a misspelt option in headwater.toml must not be silently ignored
-            raise ConfigurationError(
-                f"git source {source_id}: unknown option(s) {', '.join(sorted(unknown))}; known: url, branch, include, "
-                "exclude, vendored, max_file_kb, token_env, webhook_secret_env, repository, web_url")
+                 commit: str | None = None, cache_dir: str | Path | None = None) -> None:
         if not url:
             raise ConfigurationError(f"git source {source_id}: the url option is missing (what `git fetch` takes)")
         _check_url(url)
-        if not branch or branch.startswith("-") or ".." in branch:
-            raise ConfigurationError(f"git source {source_id}: {branch!r} is not a branch name")
+        _check_branch(branch)
         if commit is not None and not re.fullmatch(r"[0-9a-f]{40}", commit):
             raise ConfigurationError(f"git source {source_id}: commit must be a full 40-character id")
         self.source_id = source_id
@@ -148,13 +199,11 @@ class GitConnector:
         self._last: tuple[str, bytes] | None = None  # (uri, bytes) of the last stat, which read the blob
 
     @classmethod
-    def from_url(cls, url: str, source_id: str | None = None, **options: Any) -> GitConnector:
-        """A connector for `git+URL[#BRANCH]` (the command line's form); the source id defaults to that text."""
+    def url_options(cls, url: str) -> tuple[str, dict[str, Any]]:
+        """`git+URL[#BRANCH]` (the command line's form) -> (the default source id: that text, its options)."""
         repo_url, branch = parse_git_url(url)
-        if branch:
-            options["branch"] = branch
-        options.setdefault("branch", "main")
-        return cls(source_id or f"git+{repo_url}#{options['branch']}", repo_url, **options)
+        branch = branch or "main"
+        return f"git+{repo_url}#{branch}", {"url": repo_url, "branch": branch}
 
     def spec(self) -> dict:
         """What a worker needs to build the same connector (JSON). The cache directory is each host's own."""
@@ -432,7 +481,7 @@ def _github_web_url(url: str) -> str | None:
     return None
 
 
-register_connector(KIND, GitConnector, url_schemes=("git+https", "git+http", "git+ssh", "git+file", "git+git"))
+register_connector(KIND, GitConnector, GitOptions, url_schemes=("git+https", "git+http", "git+ssh", "git+file", "git+git"))
 
 
 def _basic_credentials(token: str) -> str:

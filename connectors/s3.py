@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from connectors.base import DocumentStat, register_connector
+from pydantic import Field, field_validator
+
+from connectors.base import DocumentStat, SourceOptions, register_connector
 from connectors.globs import match as _match
 from connectors.s3_events import CREATED, ObjectEvent
 from headwater.errors import ConfigurationError, ListingError, SkippedDocument
@@ -33,6 +36,47 @@ _MISSING = {"NoSuchKey", "404", "NotFound"}
 _DENIED = {"AccessDenied", "403", "Forbidden", "AllAccessDisabled"}
 _BAD_CREDENTIALS = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidClientTokenId", "ExpiredToken",
                     "InvalidToken", "UnrecognizedClientException", "AuthFailure"}
+
+
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_HTTP_URL = re.compile(r"^https?://[^\s@/]+(/\S*)?$")
+
+
+def _http_url(value: str | None) -> str | None:
+    if value is not None and not _HTTP_URL.match(value):
+        # No credentials in it either: they come from the AWS environment, never from a source's options.
+        raise ValueError("must be an http(s):// URL without credentials in it")
+    return value
+
+
+class S3Options(SourceOptions):
+    """A bucket, or a prefix of one. Credentials come from the AWS environment of whoever reads it
+    (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, AWS_PROFILE, an instance role), never from here."""
+
+    bucket: str = Field(description="The bucket's name.")
+    prefix: str = Field(default="", max_length=1024, description="Only keys under this prefix (a directory: docs means docs/).")
+    include: list[str] = Field(default_factory=lambda: ["**"], max_length=100, description="Globs of keys (below the prefix) to index.")
+    exclude: list[str] = Field(default_factory=list, max_length=100, description="Globs of keys to leave out.")
+    region: str | None = Field(default=None, max_length=40, pattern=r"^[a-z0-9-]+$")
+    endpoint_url: str | None = Field(default=None, max_length=400,
+                                     description="An S3-compatible endpoint; default AWS (or AWS_ENDPOINT_URL).")
+    max_object_mb: float | None = Field(default=None, gt=0, description="Larger objects are skipped, never downloaded.")
+    queue_url: str | None = Field(default=None, max_length=400,
+                                  description="The SQS queue of the bucket's event notifications (for `headwater watch`).")
+    wait_seconds: int = Field(default=10, ge=0, le=20, description="SQS long-poll wait.")
+    page_size: int = Field(default=1000, ge=1, le=1000, description="Keys per listing request.")
+
+    @field_validator("bucket")
+    @classmethod
+    def _bucket_name(cls, value: str) -> str:
+        if not _BUCKET.match(value) or ".." in value:
+            raise ValueError("is not an S3 bucket name (3-63 characters: lowercase letters, digits, '.' and '-')")
+        return value
+
+    @field_validator("endpoint_url", "queue_url")
+    @classmethod
+    def _urls(cls, value: str | None) -> str | None:
+        return _http_url(value)
 
 
 @functools.lru_cache(maxsize=16)
@@ -65,16 +109,11 @@ class S3Connector:
     """Objects under a prefix of one bucket. URIs are keys; globs match the key below the prefix."""
 
     kind = KIND
-    # Events are acknowledged: watch() deletes an SQS message only after on_changes returned for it.
-    events_acknowledged = True
 
     def __init__(self, source_id: str, bucket: str, prefix: str = "", include: Sequence[str] = ("**",),
                  exclude: Sequence[str] = (), region: str | None = None, endpoint_url: str | None = None,
                  max_object_mb: float | None = None, queue_url: str | None = None,
-                 wait_seconds: int = 10, page_size: int = 1000, **unknown: Any) -> None:
-        if unknown:  # a misspelt option in headwater.toml must not be silently ignored
-            raise ValueError(f"S3 source {source_id}: unknown option(s) {', '.join(sorted(unknown))}; known: bucket, prefix, "
-                             "include, exclude, region, endpoint_url, max_object_mb, queue_url, wait_seconds, page_size")
+                 wait_seconds: int = 10, page_size: int = 1000) -> None:
         if not bucket or "/" in bucket:
             raise ValueError(f"{bucket!r} is not an S3 bucket name")
         self.source_id = source_id
@@ -90,14 +129,17 @@ class S3Connector:
         self.wait_seconds = wait_seconds
         self.page_size = page_size  # keys per listing request (S3's own maximum is 1,000)
         self._versioned: bool | None = None
+        # The SQS consumer of the running watch (an AcknowledgedEvents source: a message is deleted
+        # only after on_changes returned for it).
+        self.consumer: Any = None
 
     @classmethod
-    def from_url(cls, url: str, source_id: str | None = None, **options: Any) -> S3Connector:
-        """`s3://BUCKET[/PREFIX]`; the source id defaults to the URL."""
+    def url_options(cls, url: str) -> tuple[str, dict[str, Any]]:
+        """`s3://BUCKET[/PREFIX]` -> (the default source id: the URL, its options)."""
         parts = urlsplit(url)
         if parts.scheme != "s3" or not parts.netloc:
             raise ValueError(f"{url} is not an s3://BUCKET[/PREFIX] URL")
-        return cls(source_id or url.rstrip("/"), bucket=parts.netloc, prefix=parts.path.lstrip("/"), **options)
+        return url.rstrip("/"), {"bucket": parts.netloc, "prefix": parts.path.lstrip("/")}
 
     def spec(self) -> dict:
         """What a worker needs to build the same connector (JSON; never a credential).
@@ -326,9 +368,13 @@ class S3Connector:
         self.consumer = QueueConsumer(self, self.queue_url, on_changes, on_dead_letter, wait_seconds=self.wait_seconds)
         self.consumer.run(stop)
 
+    def event_counts(self) -> dict[str, int]:
+        """What the last watch saw: messages, changes, ignored, stale and dead-lettered events."""
+        return dict(self.consumer.counts) if self.consumer is not None else {}
+
 
 class _EmptyObject(Exception):
     pass
 
 
-register_connector(KIND, S3Connector, url_schemes=("s3",))
+register_connector(KIND, S3Connector, S3Options, url_schemes=("s3",))

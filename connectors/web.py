@@ -21,7 +21,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from connectors.base import DocumentStat, register_connector
+from pydantic import Field, field_validator
+
+from connectors.base import DocumentStat, SourceOptions, register_connector
 from connectors.web_crawl import Crawl, Visit, Visitor, now_ns
 from connectors.web_fetch import DEFAULT_USER_AGENT, FetchPolicy, Fetcher
 from connectors.web_politeness import HostPacer, LocalPacer, Throttle
@@ -33,6 +35,62 @@ from headwater.models import DocumentChange, Op
 log = logging.getLogger(__name__)
 
 KIND = "web"
+
+
+def _http_urls(urls: list[str], what: str) -> list[str]:
+    for url in urls:
+        if normalize(url) is None:
+            raise ValueError(f"{url[:200]!r} is not an http(s) URL; {what} look like https://docs.example.com/")
+        if "@" in url.partition("://")[2].split("/", 1)[0]:
+            raise ValueError(f"{what} must not hold credentials")
+    return urls
+
+
+class WebOptions(SourceOptions):
+    """A website: the pages reached from the start URLs and sitemaps, within the allowed hosts."""
+
+    runtime = frozenset({"state", "pacer"})
+
+    start_urls: list[str] = Field(min_length=1, max_length=100, description="Where the crawl starts.")
+    sitemaps: list[str] = Field(default_factory=list, max_length=100,
+                                description="Sitemaps to read besides those robots.txt names.")
+    include: list[str] = Field(default_factory=list, max_length=100, description="Path patterns to crawl (default: all).")
+    exclude: list[str] = Field(default_factory=list, max_length=100, description="Path patterns to leave out.")
+    max_depth: int = Field(default=10, ge=0, le=1000, description="Links away from a start URL.")
+    max_pages: int = Field(default=10_000, ge=1, le=10_000_000)
+    allowed_hosts: list[str] | None = Field(default=None, max_length=100,
+                                            description="Hosts the crawl may enter (default: the start URLs').")
+    user_agent: str = Field(default=DEFAULT_USER_AGENT, min_length=1, max_length=300)
+    concurrency: int = Field(default=2, ge=1, le=64, description="Pages fetched at once.")
+    delay_seconds: float = Field(default=0.5, ge=0, le=3600, description="Between requests to one host "
+                                                                         "(robots.txt's Crawl-delay wins when longer).")
+    allow_private_addresses: bool = Field(default=False, description="Let the crawl reach private, loopback and "
+                                                                     "link-local addresses (an intranet site).")
+    timeout_seconds: float = Field(default=20.0, gt=0, le=600)
+    retries: int = Field(default=2, ge=0, le=10)
+    max_redirects: int = Field(default=5, ge=0, le=30)
+    max_document_mb: float = Field(default=25.0, gt=0, le=10_000)
+
+    @field_validator("start_urls", mode="before")
+    @classmethod
+    def _one_url_is_a_list(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+    @field_validator("start_urls")
+    @classmethod
+    def _start_urls(cls, value: list[str]) -> list[str]:
+        return _http_urls(value, "start URLs")
+
+    @field_validator("sitemaps")
+    @classmethod
+    def _sitemaps(cls, value: list[str]) -> list[str]:
+        return _http_urls(value, "sitemap URLs")
+
+    @field_validator("include")
+    @classmethod
+    def _everything(cls, value: list[str]) -> list[str]:
+        return [] if value == ["**"] else value  # the other kinds' "everything" (the command line's default)
+
 
 class WebConnector:
     """A website: pages reached from the start URLs and sitemaps, within the allowed hosts."""
@@ -76,14 +134,12 @@ class WebConnector:
         self._visitor: Visitor | None = None
 
     @classmethod
-    def from_url(cls, url: str, source_id: str | None = None, **options: Any) -> WebConnector:
-        """`https://HOST/PATH`: a crawl starting there, within its host; the source id defaults to the URL."""
+    def url_options(cls, url: str) -> tuple[str, dict[str, Any]]:
+        """`https://HOST/PATH` -> (the default source id: the URL, a crawl starting there within its host)."""
         start = normalize(url)
         if start is None:
             raise ValueError(f"{url} is not an http(s) URL")
-        if list(options.get("include") or []) == ["**"]:
-            options["include"] = ()  # the CLI's "everything" default
-        return cls(source_id or start, [start], **options)
+        return start, {"start_urls": [start]}
 
     def keep_state_in(self, directory: Path) -> None:
         """Embedded mode: remember validators and links across passes in a file under `directory`."""
@@ -229,4 +285,4 @@ def page_metadata(visit: Visit, sitemap_lastmod: float | None) -> dict[str, str]
     return {key: value for key, value in found.items() if value}
 
 
-register_connector(KIND, WebConnector, url_schemes=("http", "https"))
+register_connector(KIND, WebConnector, WebOptions, url_schemes=("http", "https"))

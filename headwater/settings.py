@@ -16,42 +16,6 @@ HARD_BATCH_CAP = 4999
 DENSE_WINDOW_TOKENS = 256
 
 
-class SourceConfig(BaseModel):
-    """A named source declared in headwater.toml ([[sources]]) or added through the HTTP API."""
-
-    model_config = ConfigDict(use_attribute_docstrings=True)
-
-    id: str
-    """The source's id: what commands and the API name it by, and what every chunk of it carries as `source_id`."""
-    kind: str  # a registered source kind (connectors.registered_kinds()): folder, s3, git, web
-    """The source kind: `folder`, `s3`, `git` or `web`."""
-    options: dict[str, Any] = Field(default_factory=dict)
-    """The kind's options (a folder's `path`, a bucket's `bucket` and `prefix`, ...): see the guide of each source kind."""
-    collection: str | None = None
-    """The collection the source is written to; unset: `HEADWATER_COLLECTION`."""
-    # Either, for scheduled reconciliation runs: seconds between runs, or a 5-field cron line (UTC).
-    schedule_interval_seconds: float | None = Field(default=None, ge=1)
-    """Seconds between scheduled full runs (reconciliation)."""
-    schedule_cron: str | None = None
-    """A 5-field cron line (UTC) for scheduled full runs, instead of an interval."""
-
-    @field_validator("id")
-    @classmethod
-    def _id_is_nonempty(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("source id must not be empty")
-        return value
-
-    @field_validator("kind")
-    @classmethod
-    def _kind_is_registered(cls, value: str) -> str:
-        from connectors import registered_kinds
-
-        if value not in registered_kinds():
-            raise ValueError(f"unknown source kind {value!r}; known kinds: {', '.join(registered_kinds())}")
-        return value
-
-
 class HnswConfig(BaseModel):
     """The dense index of one collection (Chroma's HNSW). Space, m and construction_ef are fixed when
     the collection is created; search_ef can change at any time. bench/hnsw_settings.py measures
@@ -328,20 +292,10 @@ class Settings(BaseSettings):
         except ValueError as exc:
             raise ValueError(f"{self.config_file}: [collections.{name}.hnsw]: {exc}") from exc
 
-    @cached_property
-    def sources(self) -> list[SourceConfig]:
-        """Sources declared in the config file (none when the file does not exist)."""
-        sources = [SourceConfig(**entry) for entry in self._config_file_data.get("sources", [])]
-        seen: set[str] = set()
-        for source in sources:
-            if source.id in seen:
-                raise ValueError(f"{self.config_file}: source id {source.id!r} is declared twice")
-            seen.add(source.id)
-        return sources
-
-    def source(self, source_id: str) -> SourceConfig | None:
-        """The declared source with this id, if any."""
-        return next((s for s in self.sources if s.id == source_id), None)
+    @property
+    def declared_source_entries(self) -> list[Any]:
+        """The config file's [[sources]] tables as written (headwater.sources.model validates them)."""
+        return list(self._config_file_data.get("sources", []))
 
     @property
     def dense_from_endpoint(self) -> bool:

@@ -45,7 +45,8 @@ through the environment or a secret store, never in `headwater.toml`. A list is 
 def _settings_classes() -> list[tuple[str, str, type[BaseModel]]]:
     """(title, introduction, class) of each section, in the order the page shows them."""
     from headwater.consolidation.config import ConsolidationSettings
-    from headwater.settings import HnswConfig, Settings, SourceConfig
+    from headwater.settings import HnswConfig, Settings
+    from headwater.sources.model import SourceConfig
 
     return [
         ("Settings (`HEADWATER_*`)", "Targets, models, chunking, the fleet, `headwater serve` and operations.", Settings),

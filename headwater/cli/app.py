@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 import headwater.offline  # noqa: F401
+from connectors.base import AcknowledgedEvents, HasCursor
 from headwater import exit_codes
 from headwater.cli import consolidate as cli_consolidate, fleet as cli_fleet, push as cli_push
 from headwater.cli.common import (AllowMassDeleteOpt, AllowPrivateAddressesOpt, ChromaPathOpt, CollectionOpt, ExcludeOpt,
@@ -160,7 +161,7 @@ app.command(name="consolidate")(cli_consolidate.consolidate)
 
 def _record_cursor(settings: Any, connector: Any) -> None:
     """A source with a cursor (a git source's commit) keeps the one this pass synced, for the next push."""
-    if getattr(connector, "cursor", None):
+    if isinstance(connector, HasCursor) and connector.cursor:
         from headwater.store.source_cursors import CursorStore
 
         CursorStore.from_settings(settings).set(connector.source_id, connector.cursor)
@@ -198,7 +199,7 @@ def _watch_loop(engine: Any, connector: Any, settings: Any) -> None:
 
     err.print(f"watching {connector.root} (Ctrl-C to stop)")
     on_error = lambda exc: err.print(f"[yellow]not synced:[/yellow] {exc}")  # noqa: E731
-    if getattr(connector, "events_acknowledged", False):
+    if isinstance(connector, AcknowledgedEvents):
         from headwater.sync.dead_letters import FileDeadLetters, dead_letter_file
 
         letters = FileDeadLetters(dead_letter_file(settings.chroma_path), connector.source_id)

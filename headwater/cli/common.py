@@ -11,8 +11,8 @@ import typer
 from rich.console import Console
 from typer.core import TyperGroup
 
+from connectors.base import AcknowledgedEvents
 from headwater import exit_codes
-from headwater.errors import ConfigurationError
 from headwater.settings import Settings, load_settings
 
 # Libraries that report each malformed input on stderr as they parse: their words go to the log,
@@ -108,50 +108,11 @@ AllowPrivateAddressesOpt = Annotated[bool, typer.Option(
 
 def resolve_connector(target: str, settings: Settings, source_id: str | None, include: list[str] | None,
                       exclude: list[str] | None, **event_options: Any) -> Any:
-    """A declared source (headwater.toml) by id, a source URL (s3://, git+, https://), or a folder by path.
+    """A declared source (headwater.toml) by id, a source URL (s3://, git+, https://), or a folder by path,
+    built and checked through the one source model (headwater.sources)."""
+    from headwater.sources.build import connector_for_target
 
-    A connector that can check its source (bucket and credentials) does so here, so that a wrong
-    name or a refused credential is one clear error before anything starts.
-    """
-    connector = _connector_for(target, settings, source_id, include, exclude,
-                               {k: v for k, v in event_options.items() if v is not None})
-    check = getattr(connector, "check", None)
-    if check is not None:
-        check()
-    keep_state_in = getattr(connector, "keep_state_in", None)
-    if keep_state_in is not None:  # a crawl's validators and links, next to the embedded Chroma
-        keep_state_in(settings.chroma_path.parent / "crawl")
-    return connector
-
-
-def _connector_for(target: str, settings: Settings, source_id: str | None, include: list[str] | None,
-                   exclude: list[str] | None, event_options: dict[str, Any]) -> Any:
-    from connectors import build_connector, build_connector_for_url, kind_for_url
-    from connectors.folder import DEFAULT_EXCLUDE
-
-    declared = settings.source(target)
-    if declared is not None:
-        if declared.collection:
-            settings.collection = declared.collection
-        return build_connector(declared.kind, declared.id, **{**declared.options, **event_options})
-    if kind_for_url(target) is not None:
-        return build_connector_for_url(target, source_id, include=include or ["**"], exclude=exclude or [],
-                                       **event_options)
-    if "://" in target:
-        build_connector_for_url(target)  # raises, naming the URL schemes that are known
-    if event_options:
-        raise ConfigurationError(f"--{next(iter(event_options)).replace('_', '-')} is not an option of folder sources")
-    path = Path(target).expanduser()
-    if not path.is_dir():
-        raise ConfigurationError(f"{target} is neither a directory nor a source declared in {settings.config_file}; "
-                                 "check the path, or declare the source there")
-    root = path.resolve()
-    excludes = list(exclude or DEFAULT_EXCLUDE)
-    chroma = settings.chroma_path.resolve()
-    if chroma == root or root in chroma.parents:  # never index the index
-        excludes.append(chroma.relative_to(root).as_posix() + "/**")
-    return build_connector("folder", source_id or str(root), path=root, include=include or ["**"],
-                           exclude=excludes, debounce_seconds=settings.watch_debounce_seconds)
+    return connector_for_target(target, settings, source_id, include, exclude, **event_options)
 
 
 def fail(exc: Exception) -> None:
@@ -175,8 +136,8 @@ def announce_dead_letter(record: Any) -> Any:
     return dead_letter
 
 
-def print_event_counts(connector: Any) -> None:
+def print_event_counts(connector: AcknowledgedEvents) -> None:
     """What an event consumer saw: messages, changes, ignored, stale and dead-lettered events."""
-    consumer = getattr(connector, "consumer", None)
-    if consumer is not None and consumer.counts:
-        err.print("events: " + ", ".join(f"{name.replace('_', ' ')} {count}" for name, count in sorted(consumer.counts.items())))
+    counts = connector.event_counts()
+    if counts:
+        err.print("events: " + ", ".join(f"{name.replace('_', ' ')} {count}" for name, count in sorted(counts.items())))

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.table import Table
 
+from connectors.base import AcknowledgedEvents, FollowsHead, HasCursor
 from headwater import exit_codes
 from headwater.cli.common import announce_dead_letter, print_event_counts, resolve_connector, fail, cli_settings, err, out, stop_on_signals
 from headwater.errors import HeadwaterError
@@ -30,11 +31,11 @@ def _queue_full_run(path: str, collection: str | None, source_id: str | None, in
     connector = resolve_connector(path, settings, source_id, include, exclude, **event_options)
     fleet = fleet_client(settings)
     target = local_target(settings)
-    if hasattr(connector, "pinned_to_head"):  # a git source: the run reads the branch's newest commit
+    if isinstance(connector, FollowsHead):  # a git source: the run reads the branch's newest commit
         connector = connector.pinned_to_head()
     spec = connector.spec()
     run_id = enqueue_sync(fleet, spec, target, allow_mass_delete=allow_mass_delete, trigger=trigger)
-    if getattr(connector, "cursor", None):
+    if isinstance(connector, HasCursor) and connector.cursor:
         from headwater.store.source_cursors import CursorStore
 
         CursorStore.from_settings(settings).set(connector.source_id, connector.cursor)
@@ -84,7 +85,7 @@ def fleet_watch(path: str, collection: str | None, source_id: str | None, includ
 
     err.print(f"watching {connector.root} for the fleet (Ctrl-C to stop)")
     try:
-        if getattr(connector, "events_acknowledged", False):
+        if isinstance(connector, AcknowledgedEvents):
             from headwater.sync.dead_letters import RedisDeadLetters
 
             connector.watch(forward, stop_on_signals(),

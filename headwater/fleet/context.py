@@ -136,15 +136,17 @@ class Fleet:
         return SpladeEncoder(s.sparse_model_dir, self.model_threads, s.onnx_cache_dir)
 
     def connector(self, run_id: str) -> Any:
+        """The run's connector, built from its spec through the one registry (its options validated again)."""
         from connectors import build_connector
+        from headwater.sources.build import runtime_options
 
         spec = self.runs.spec(run_id)
-        shared: dict[str, Any] = {}
+        shared: dict[str, Any] = runtime_options(self.settings, spec["kind"])
         if spec["kind"] == "web":  # a crawl's page records, robots.txt and host pacing live in Redis
             from headwater.fleet.crawl import crawl_services
 
             shared = crawl_services(self.redis, spec["id"])
-        return build_connector(spec["kind"], spec["id"], **spec["options"], **shared)
+        return build_connector(spec["kind"], spec["id"], spec["options"], **shared)
 
     # Leases ----------------------------------------------------------------------------------
 

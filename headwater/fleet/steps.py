@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from time import perf_counter, thread_time
 from typing import Any
 
-from connectors.base import Discoverer
+from connectors.base import Closeable, Discoverer
 from headwater.store import chroma_store as ckeys
 from headwater.pipeline import decisions, outcomes
 from headwater.pipeline.deletion_guard import check_deletions, likely_deletions
@@ -240,7 +240,7 @@ def fetch(fleet: Fleet, run_id: str, uri: str) -> None:
             if found:
                 follow(fleet, run_id, fleet.state.discover(run_id, held.token, uri, found, connector.max_pages,
                                                            connector.max_depth))
-        if hasattr(connector, "close"):
+        if isinstance(connector, Closeable):
             connector.close()  # its HTTP connections and spooled bodies; the bytes were read
         if isinstance(failure, DocumentUnchanged):  # the source said so without sending the bytes (an HTTP 304)
             follow(fleet, run_id, held.commit(outcomes.UNCHANGED))

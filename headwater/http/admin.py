@@ -13,7 +13,6 @@ from urllib.parse import quote
 from fastapi import APIRouter, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
-from pydantic import ValidationError
 
 from headwater.http.auth import SESSION_COOKIE
 
@@ -201,32 +200,89 @@ def search_page(request: Request, q: str = "", mode: str = "hybrid", source_id: 
 # Actions (POST, CSRF-checked) --------------------------------------------------------------------
 
 
-@router.post("/sources")
-def add_source(request: Request, csrf: str = Form(""), id: str = Form(""), path: str = Form(""),  # noqa: A002
-               include: str = Form(""), schedule_interval_seconds: str = Form(""), schedule_cron: str = Form("")) -> Response:
-    from headwater.http.sources import SourceIn, config_from
+def _source_page(request: Request, session: dict[str, Any], kind: str, source: Any = None, *,
+                 typed: Any = None, error: str = "", notice: str = "", status_code: int = 200) -> HTMLResponse:
+    """A source's page: its form (kind-specific fields from the kind's options model), and for a stored
+    source its settings and actions. `typed`: what a refused form held, shown again with the error."""
+    from connectors import registered_kinds
+    from headwater.http.source_forms import option_fields
 
-    session, svc = _form_post(request, csrf)
-    form = {"id": id, "path": path, "include": include, "schedule_interval_seconds": schedule_interval_seconds,
-            "schedule_cron": schedule_cron}
+    options = source.config.options if source is not None else {}
+    values = dict(typed) if typed is not None else (source.config.model_dump() if source is not None else {})
+    return _render(request, "source.html", session, status_code=status_code, source=source, kind=kind,
+                   kinds=registered_kinds(), fields=option_fields(kind, options, typed), values=values,
+                   error=error, notice=notice)
+
+
+@router.get("/sources/new", response_class=HTMLResponse)
+def new_source_page(request: Request, kind: str = "folder") -> Response:
+    from connectors import registered_kinds
+
+    session = _session(request)
+    if kind not in registered_kinds():
+        raise HTTPException(404, f"no source kind {kind}; known kinds: {', '.join(registered_kinds())}")
+    return _source_page(request, session, kind)
+
+
+@router.get("/sources/{source_id}", response_class=HTMLResponse)
+def source_page(request: Request, source_id: str, notice: str = "") -> Response:
+    session = _session(request)
+    source = _svc(request).catalog.get(source_id)
+    if source is None:
+        raise HTTPException(404, f"no source {source_id}")
+    return _source_page(request, session, source.config.kind, source, notice=notice)
+
+
+async def _typed_form(request: Request) -> dict[str, str]:
+    return {name: value for name, value in (await request.form()).items() if isinstance(value, str)}
+
+
+@router.post("/sources")
+async def add_source(request: Request) -> Response:
+    """Add a source of any kind and start its first sync; a refused form comes back (422) with the message
+    the API gives for the same mistake, and nothing stored."""
+    from connectors import InvalidSource, registered_kinds
+    from headwater.http.source_forms import source_from_form
+    from headwater.http.sources import parse_stored_source
+
+    typed = await _typed_form(request)
+    session, svc = _form_post(request, typed.get("csrf", ""))
+    kind = typed.get("kind") or "folder"
     try:
-        body = SourceIn(id=id.strip(), kind="folder",
-                        options={"path": path.strip(), "include": [p.strip() for p in include.split(",") if p.strip()] or ["**"]},
-                        schedule_interval_seconds=float(schedule_interval_seconds) if schedule_interval_seconds.strip() else None,
-                        schedule_cron=schedule_cron.strip() or None)
-        body.check_roots(svc.settings.folder_roots)
-        if svc.catalog.get(body.id) is not None:
-            raise ValueError(f"source {body.id} already exists")
-        svc.store.create_source(config_from(body, body.id), {})
-    except ValidationError as exc:
-        message = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'source'}: {e['msg']}" for e in exc.errors())
-        return _render(request, "dashboard.html", session, status_code=422, error=message, form=form, **_live_context(request))
-    except ValueError as exc:
-        return _render(request, "dashboard.html", session, status_code=422, error=str(exc), form=form, **_live_context(request))
-    source = svc.catalog.get(body.id)
+        config = parse_stored_source(source_from_form(typed, kind), svc.settings)
+        if svc.catalog.get(config.id) is not None:
+            raise InvalidSource([("id", f"source {config.id} already exists")])
+        svc.store.create_source(config, {})
+    except InvalidSource as exc:
+        shown = kind if kind in registered_kinds() else "folder"
+        return _source_page(request, session, shown, typed=typed, error=str(exc), status_code=422)
+    source = svc.catalog.get(config.id)
     svc.backend.schedule_changed(source)
-    run_id, _ = svc.backend.trigger(source)
-    return _back(f"/admin/runs/{run_id}", f"Added {body.id}; its first sync is running.")
+    run_id, busy = svc.backend.trigger(source)
+    return _back(f"/admin/runs/{run_id or busy}", f"Added {config.id}; its first sync is running.")
+
+
+@router.post("/sources/{source_id}")
+async def edit_source(request: Request, source_id: str) -> Response:
+    """Replace a stored source's configuration (its kind stays); refused as the API refuses it."""
+    from connectors import InvalidSource
+    from headwater.http.source_forms import source_from_form
+    from headwater.http.sources import parse_stored_source
+
+    typed = await _typed_form(request)
+    session, svc = _form_post(request, typed.get("csrf", ""))
+    source = svc.catalog.get(source_id)
+    if source is None:
+        raise HTTPException(404, f"no source {source_id}")
+    if source.read_only:
+        return _back(f"/admin/sources/{source_id}", f"{source_id} is declared in {svc.settings.config_file}; edit that file")
+    try:
+        config = parse_stored_source(source_from_form(typed, source.config.kind), svc.settings, source_id)
+    except InvalidSource as exc:
+        return _source_page(request, session, source.config.kind, source, typed=typed, error=str(exc), status_code=422)
+    svc.store.update_source(config, None)
+    svc.backend.schedule_changed(svc.catalog.get(source_id))
+    return _back(f"/admin/sources/{source_id}", f"Saved {source_id}.")
 
 
 @router.post("/sources/{source_id}/sync")

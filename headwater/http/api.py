@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
+from fastapi import APIRouter, Body, Depends, HTTPException, Query, Request, Response
 from fastapi.responses import JSONResponse
 
+from connectors import InvalidSource
 from headwater.errors import ConfigurationError
-from headwater.http.sources import SourceFields, SourceIn, config_from
+from headwater.http.sources import parse_stored_source
 
 router = APIRouter(prefix="/api/v1", tags=["api"])
 
@@ -59,25 +60,49 @@ def list_sources(request: Request) -> list[dict[str, Any]]:
     return [_source_view(svc, s) for s in svc.catalog.all()]
 
 
-@secured.post("/sources", status_code=201, summary="Add a source (stored durably; scheduled at once when it has a schedule)")
-def create_source(request: Request, body: SourceIn) -> dict[str, Any]:
+EXAMPLES = {
+    "folder": {"summary": "A folder on the server", "value": {
+        "id": "handbook", "kind": "folder", "options": {"path": "/srv/handbook", "include": ["**/*.md"]},
+        "schedule_interval_seconds": 3600}},
+    "s3": {"summary": "An S3 prefix (credentials: the server's AWS environment)", "value": {
+        "id": "reports", "kind": "s3", "options": {"bucket": "acme-reports", "prefix": "2026/", "region": "eu-west-1"}}},
+    "git": {"summary": "A branch of a private repository (the token named by an environment variable)", "value": {
+        "id": "api-repo", "kind": "git", "options": {"url": "https://github.com/acme/api.git", "branch": "main",
+                                                     "token_env": "GITHUB_TOKEN"}}},
+    "web": {"summary": "A website, crawled", "value": {
+        "id": "docs-site", "kind": "web", "options": {"start_urls": ["https://docs.example.com/"], "max_pages": 500},
+        "schedule_cron": "0 3 * * *"}},
+}
+SOURCE_BODY = Body(description="A source: id, kind (folder, s3, git, web), the kind's options (see docs/sources.md), "
+                               "and optionally collection and a schedule. Secrets are options naming an environment "
+                               "variable (token_env), never values.", openapi_examples=EXAMPLES)
+
+
+def invalid(exc: InvalidSource) -> JSONResponse:
+    """422 naming each bad field, with the message every surface shows for it."""
+    return JSONResponse({"detail": str(exc), "errors": [{"field": f, "message": m} for f, m in exc.problems]},
+                        status_code=422)
+
+
+@secured.post("/sources", status_code=201, summary="Add a source of any kind (stored durably; scheduled at once when it has a schedule)",
+              responses={422: {"description": "An invalid source: `detail` names the field; nothing was stored"}})
+def create_source(request: Request, body: dict[str, Any] = SOURCE_BODY) -> Any:
     svc = services(request)
     try:
-        body.check_roots(svc.settings.folder_roots)
-    except ValueError as exc:
-        raise HTTPException(422, str(exc)) from None
-    if svc.catalog.get(body.id) is not None:
-        raise HTTPException(409, f"source {body.id} already exists")
+        config = parse_stored_source(body, svc.settings)
+    except InvalidSource as exc:
+        return invalid(exc)
+    if svc.catalog.get(config.id) is not None:
+        raise HTTPException(409, f"source {config.id} already exists")
     from headwater.store.source_store import SourceExists
 
-    config = config_from(body, body.id)
     try:
-        svc.store.create_source(config, dict(body.secrets or {}))
+        svc.store.create_source(config, {})
     except SourceExists as exc:
         raise HTTPException(409, str(exc)) from None
-    source = svc.catalog.get(body.id)
+    source = svc.catalog.get(config.id)
     svc.backend.schedule_changed(source)
-    return _source_view(svc, source)
+    return JSONResponse(_source_view(svc, source), status_code=201)
 
 
 @secured.get("/sources/{source_id}", summary="One source, with its last run, next scheduled run and counts")
@@ -86,17 +111,18 @@ def get_source(request: Request, source_id: str) -> dict[str, Any]:
     return _source_view(svc, _source_or_404(svc, source_id))
 
 
-@secured.put("/sources/{source_id}", summary="Replace a source's configuration (secrets kept unless given)")
-def update_source(request: Request, source_id: str, body: SourceFields) -> dict[str, Any]:
+@secured.put("/sources/{source_id}", summary="Replace a source's configuration (kind, options, collection, schedule)",
+             responses={422: {"description": "An invalid source: `detail` names the field; nothing was changed"}})
+def update_source(request: Request, source_id: str, body: dict[str, Any] = SOURCE_BODY) -> Any:
     svc = services(request)
     source = _source_or_404(svc, source_id)
     if source.read_only:
         raise HTTPException(409, f"source {source_id} is declared in {svc.settings.config_file}; edit that file")
     try:
-        SourceIn(id=source_id, **body.model_dump(exclude_none=True)).check_roots(svc.settings.folder_roots)
-    except ValueError as exc:
-        raise HTTPException(422, str(exc)) from None
-    svc.store.update_source(config_from(body, source_id), None if body.secrets is None else dict(body.secrets))
+        config = parse_stored_source(body, svc.settings, source_id)
+    except InvalidSource as exc:
+        return invalid(exc)
+    svc.store.update_source(config, None)
     source = svc.catalog.get(source_id)
     svc.backend.schedule_changed(source)
     return _source_view(svc, source)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from connectors.base import HasCursor
 from headwater.errors import HeadwaterError
 from headwater.http.runs_view import with_progress
 from headwater.http.sources import SourceCatalog, build_source_connector
@@ -288,7 +289,7 @@ class EmbeddedBackend:
                     report = SyncReport(source_id=live.source_id).finish()
             elif live.uris is None:
                 report = engine.sync(connector, allow_mass_delete=live.allow_mass_delete)
-                if getattr(connector, "cursor", None):  # a git source: the commit this pass synced
+                if isinstance(connector, HasCursor) and connector.cursor:  # a git source: the commit this pass synced
                     self.cursors.set(live.source_id, connector.cursor)
             else:
                 report = engine.apply(connector, [DocumentChange(live.source_id, u, Op.UPSERT) for u in live.uris])

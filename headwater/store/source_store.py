@@ -17,7 +17,9 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
-from headwater.settings import Settings, SourceConfig
+from headwater.settings import Settings
+
+from headwater.sources.model import SourceConfig
 
 
 class Base(DeclarativeBase):

@@ -218,7 +218,7 @@ def test_help_placeholders_read_like_words(tmp_path):
 
     from typer.main import get_command
 
-    from headwater.cli import app
+    from headwater.cli.app import app
 
     for name in get_command(app).commands:
         shown = _run(name, "--help", cwd=tmp_path)

@@ -237,3 +237,22 @@ def test_deleting_a_source_with_its_documents_removes_them_through_the_fleet(fle
     run = serve.wait_for_run(deleted.headers["x-headwater-run"], 300)
     assert run["status"] == "complete" and run["deleted"] == 1, run
     assert not serve.api.get("/api/v1/search", params={"q": "orchard pruning plan", "source_id": "orchard"}).json()
+@pytest.mark.timeout(400)
+def test_a_git_source_added_through_the_api_is_synced_by_the_workers(fleet_serve):
+    from tests.git_repos import Repository
+
+    serve = fleet_serve
+    repo = Repository(serve.work / "remotes", "fleet-handbook")
+    repo.write("intro.md", "# Intro\n\nThe fleet reads this repository through the API's source.\n")
+    repo.write("ops/pager.md", "# Pager\n\nWho carries the pager on weekends.\n")
+    repo.commit_and_push("first")
+    body = {"id": "fleet-git", "kind": "git", "options": {"url": repo.url, "branch": "main"}}
+    assert serve.api.post("/api/v1/sources", json=body).status_code == 201
+    run = serve.wait_for_run(serve.api.post("/api/v1/sources/fleet-git/runs").json()["run_id"], 300)
+    assert run["status"] == "complete", run
+    listed = serve.api.get("/api/v1/sources/fleet-git/documents").json()["documents"]
+    assert {d["uri"] for d in listed} == {"intro.md", "ops/pager.md"}
+    refused = serve.api.put("/api/v1/sources/fleet-git", json={"kind": "git", "options": {"url": repo.url, "branch": "-x"}})
+    assert refused.status_code == 422 and refused.json()["errors"][0]["field"] == "options.branch"
+    assert serve.api.get("/api/v1/sources/fleet-git").json()["options"]["branch"] == "main"
+    assert serve.api.delete("/api/v1/sources/fleet-git").status_code == 204

@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 import pytest
 
 from headwater.settings import Settings
-from headwater.settings import SourceConfig
+from headwater.sources.model import SourceConfig
 from schedules.source_schedules import _key, next_run_at, save_entry
 from tests.services import redis_server
 from workers.celery_app import create_app

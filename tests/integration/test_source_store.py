@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from headwater.settings import SourceConfig
+from headwater.sources.model import SourceConfig
 from headwater.store.source_store import RunRow, SourceExists, SourceStore
 from tests.integration.postgres import postgres_database
 

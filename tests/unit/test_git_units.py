@@ -9,7 +9,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from connectors.base import kind_for_url
+from connectors.base import InvalidSource, build_connector, build_connector_for_url, kind_for_url
 from connectors.git import GitConnector, parse_git_url, repository_key
 from headwater.errors import ConfigurationError
 from headwater.http.webhooks_github import payload_of, signature_matches, signature_of
@@ -51,7 +51,7 @@ def test_git_urls_on_the_command_line():
     assert parse_git_url("git+https://github.com/o/r#dev") == ("https://github.com/o/r", "dev")
     assert parse_git_url("git+file:///srv/r.git") == ("file:///srv/r.git", None)
     assert kind_for_url("git+https://github.com/o/r") == "git" and kind_for_url("git+file:///srv/r.git") == "git"
-    connector = GitConnector.from_url("git+https://github.com/o/r.git#dev", cache_dir="/tmp/unused")
+    connector = build_connector_for_url("git+https://github.com/o/r.git#dev", cache_dir="/tmp/unused")
     assert connector.source_id == "git+https://github.com/o/r.git#dev" and connector.branch == "dev"
     assert connector.repository == "o/r" and connector.web_url == "https://github.com/o/r"
 
@@ -89,7 +89,9 @@ def test_a_secret_option_holding_a_value_is_refused_without_echoing_it(monkeypat
 
 
 def test_a_misspelt_or_missing_option_is_an_error_naming_the_known_ones():
-    with pytest.raises(ConfigurationError, match="unknown option.*webhook_secret;.*webhook_secret_env"):
-        GitConnector("s", "https://github.com/o/r.git", webhook_secret="X", cache_dir="/tmp/unused")
+    with pytest.raises(InvalidSource, match="options.webhook_secret: unknown option; known: .*webhook_secret_env"):
+        build_connector("git", "s", url="https://github.com/o/r.git", webhook_secret="X", cache_dir="/tmp/unused")
+    with pytest.raises(InvalidSource, match="options.url: required"):
+        build_connector("git", "s", cache_dir="/tmp/unused")
     with pytest.raises(ConfigurationError, match="url option is missing"):
         GitConnector("s", cache_dir="/tmp/unused")

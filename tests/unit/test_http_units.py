@@ -5,13 +5,15 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from pydantic import SecretStr, ValidationError
+from pydantic import SecretStr
 from starlette.requests import Request
 
 from headwater.http.auth import SESSION_COOKIE, Auth
 from headwater.http.runs_view import with_progress
-from headwater.http.sources import SourceIn
-from headwater.settings import Settings, SourceConfig
+from connectors import InvalidSource
+from headwater.http.sources import parse_stored_source
+from headwater.settings import Settings
+from headwater.sources.model import SourceConfig
 from schedules.source_schedules import busy_run, parse_cron, source_schedule
 
 TOKEN = "unit-admin-token-0123456789"
@@ -26,24 +28,26 @@ def request_with(headers: dict[str, str] | None = None, cookies: dict[str, str] 
 
 @pytest.mark.timeout(10)
 def test_source_validation(tmp_path):
-    ok = SourceIn(id="docs", kind="folder", options={"path": str(tmp_path)}, schedule_interval_seconds=60)
-    assert ok.options.include == ["**"]
+    ok = SourceConfig.parse({"id": "docs", "kind": "folder", "options": {"path": str(tmp_path)},
+                             "schedule_interval_seconds": 60})
+    assert ok.options == {"path": str(tmp_path)}  # what was given, normalised; defaults stay the model's
     bad = [dict(options={"path": "relative"}), dict(options={"path": str(tmp_path / "missing")}),
            dict(options={"path": str(tmp_path)}, schedule_cron="61 * * * *"),
            dict(options={"path": str(tmp_path)}, schedule_cron="* * *"),
            dict(options={"path": str(tmp_path)}, schedule_cron="* * * * *", schedule_interval_seconds=60),
            dict(options={"path": str(tmp_path), "bucket": "x"}),
-           dict(options={"path": str(tmp_path)}, secrets={"token": "DOCS_TOKEN"}),  # folders take none
-           dict(options={"path": str(tmp_path)}, secrets={"token": "hunter2-is-my-password"})]
+           dict(options={"path": str(tmp_path)}, secrets={"token": "DOCS_TOKEN"}),  # not a field: secrets are *_env options
+           dict(options={"path": str(tmp_path), "token_env": "hunter2-is-my-password"})]
     for fields in bad:
-        with pytest.raises(ValidationError) as error:
-            SourceIn(id="docs", kind="folder", **fields)
-        assert "hunter2" not in str(error.value.errors(include_input=False))
-    with pytest.raises(ValidationError):
-        SourceIn(id="../etc", kind="folder", options={"path": str(tmp_path)})
-    with pytest.raises(ValueError, match="FOLDER_ROOTS"):
-        ok.check_roots([tmp_path / "elsewhere"])
-    ok.check_roots([tmp_path.parent])
+        with pytest.raises(InvalidSource) as error:
+            SourceConfig.parse({"id": "docs", "kind": "folder", **fields})
+        assert "hunter2" not in str(error.value)
+    with pytest.raises(InvalidSource, match="^id: "):
+        SourceConfig.parse({"id": "../etc", "kind": "folder", "options": {"path": str(tmp_path)}})
+    settings = Settings(folder_roots=[tmp_path / "elsewhere"])
+    with pytest.raises(InvalidSource, match="options.path: .*FOLDER_ROOTS"):
+        parse_stored_source(ok.model_dump(), settings)
+    parse_stored_source(ok.model_dump(), Settings(folder_roots=[tmp_path.parent]))
 
 
 @pytest.mark.timeout(10)

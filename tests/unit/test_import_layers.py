@@ -37,15 +37,19 @@ def _unit(module: str) -> str:
     return parts[0]
 
 
-def _imports(path: Path) -> list[tuple[str, int]]:
+def _imports(path: Path, modules: dict[str, Path] | frozenset = frozenset()) -> list[tuple[str, int]]:
     names = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
         if isinstance(node, ast.Import):
             names += [(alias.name, node.lineno) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.append((node.module, node.lineno))
-            # `from headwater import chroma_store` names a module, not only a package
-            names += [(f"{node.module}.{alias.name}", node.lineno) for alias in node.names]
+            # `from headwater import exit_codes` depends on the module headwater.exit_codes, not on
+            # what the package's __init__ defines; `from headwater.settings import Settings` on the module.
+            submodules = [f"{node.module}.{alias.name}" for alias in node.names
+                          if f"{node.module}.{alias.name}" in modules]
+            names += [(name, node.lineno) for name in submodules]
+            if len(submodules) < len(node.names):
+                names.append((node.module, node.lineno))
     return names
 
 
@@ -54,7 +58,7 @@ def _graph() -> dict[str, dict[str, str]]:
     modules = _modules()
     graph: dict[str, dict[str, str]] = defaultdict(dict)
     for module, path in modules.items():
-        for name, line in _imports(path):
+        for name, line in _imports(path, modules):
             if name.split(".")[0] not in PACKAGES or (name not in modules and name.rsplit(".", 1)[0] not in modules):
                 continue
             target = name if name in modules else name.rsplit(".", 1)[0]

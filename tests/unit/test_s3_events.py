@@ -93,7 +93,7 @@ def test_object_version_and_queue_endpoints():
 
 def test_a_url_scheme_belongs_to_one_kind_and_settings_accept_registered_kinds():
     from connectors.base import register_connector
-    from headwater.settings import SourceConfig
+    from headwater.sources.model import SourceConfig
 
     with pytest.raises(ValueError, match="already belongs to source kind 's3'"):
         register_connector("another-s3", S3Connector, url_schemes=("s3",))
@@ -116,8 +116,10 @@ def test_spec_never_carries_credentials_and_rebuilds_the_same_connector(monkeypa
 
 
 def test_a_misspelt_option_is_an_error():
-    with pytest.raises(ValueError, match="unknown option.*max_object_size"):
-        S3Connector("s", "bucket", max_object_size=3)
+    from connectors.base import build_connector
+
+    with pytest.raises(ValueError, match="options.max_object_size: unknown option; known: bucket, .*max_object_mb"):
+        build_connector("s3", "s", bucket="bucket", max_object_size=3)
 
 
 def test_sequencer_changes_and_head_resolved_changes_are_ordered_apart():

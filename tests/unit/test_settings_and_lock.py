@@ -32,10 +32,12 @@ def test_sources_from_toml(tmp_path):
     config = tmp_path / "headwater.toml"
     config.write_text('[[sources]]\nid = "handbook"\nkind = "folder"\noptions = { path = "docs" }\n')
     settings = Settings(config_file=config)
-    assert settings.source("handbook").options == {"path": "docs"}
+    from headwater.sources.model import declared_source, declared_sources
+
+    assert declared_source(settings, "handbook").options == {"path": "docs"}
     config.write_text(config.read_text() * 2)
     with pytest.raises(ValueError, match="declared twice"):
-        _ = Settings(config_file=config).sources
+        declared_sources(Settings(config_file=config))
 
 
 def test_exit_code_reflects_failures():

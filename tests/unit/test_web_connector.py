@@ -10,7 +10,7 @@ from connectors.web_fetch import MAX_RETRY_AFTER_SECONDS
 from headwater.backoff import retry_after_seconds
 from connectors.web_urls import (QueryBudget, Scope, address_refusal, extract_links, normalize, trap_refusal)
 from headwater.errors import PermanentDocumentError
-from headwater.settings import SourceConfig
+from headwater.sources.model import SourceConfig
 
 
 def test_urls_have_one_spelling() -> None:
