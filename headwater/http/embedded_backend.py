@@ -348,8 +348,8 @@ class EmbeddedBackend:
     def store_for(self, collection: str | None) -> Any:
         return self.engine.store
 
-    def search(self, text: str, k: int, mode: str, filters: Any) -> list[Any]:
-        return self.searcher.search(text, k=k, mode=mode, filters=filters)
+    def search(self, text: str, k: int, mode: str, filters: Any, group_by: str = "document") -> list[Any]:
+        return self.searcher.search(text, k=k, mode=mode, filters=filters, group_by=group_by)
 
     def queues(self) -> dict[str, Any]:
         """In-process: one queue, one worker (the sync thread)."""

@@ -1,4 +1,9 @@
-"""Search over a synced collection: dense (Chroma), sparse (the derived SPLADE index) and hybrid (RRF)."""
+"""Search over a synced collection: dense (Chroma), sparse (the derived SPLADE index) and hybrid (RRF).
+
+Results are documents by default (each with its best chunk and its other matching chunks), or
+chunks (`group_by="chunk"`). Every surface (`headwater query`, `/api/v1/search`, the dashboard and
+`headwater.search`) calls Searcher.search, so the fusion and the grouping are decided here only.
+"""
 
 from __future__ import annotations
 
@@ -24,6 +29,8 @@ if TYPE_CHECKING:  # scipy, under the sparse index, is imported only where a spa
     from headwater.retrieval.sparse_index import SparseIndex
 
 Mode = Literal["dense", "sparse", "hybrid"]
+GroupBy = Literal["document", "chunk"]
+GROUPINGS = ("document", "chunk")
 # Reciprocal rank fusion: score = sum over rankings of weight / (RRF_K + rank), ranks from 1.
 # Chosen on the dev sets of bench/retrieval.py (`--dev --fusion-grid`), never on the reported
 # ones: with every chunk header carrying its document's summary (chunker 5), 20 and the dense side
@@ -36,6 +43,19 @@ DENSE_WEIGHT = 3.0
 SPARSE_WEIGHT = 1.0
 # Each side contributes this many candidates (at least) to the fusion.
 MIN_CANDIDATES = 50
+# Document results fuse documents, not chunks: each side ranks a document by its best chunk there,
+# and the two document rankings are fused by RRF. Chosen on the dev sets (bench/retrieval.py
+# `--dev --fusion-grid`, its "document" settings) and confirmed on the reported ones: see
+# docs/search.md for the figures. Fusing chunks and then collapsing lets a chunk that SPLADE ranks
+# first override dense's correct first document; fusing documents does not.
+DOCUMENT_RRF_K = 20
+DOCUMENT_DENSE_WEIGHT = 3.0
+# A document result lists up to this many of its other matching chunks (with their text); it
+# always says how many matched in all.
+OTHER_CHUNKS_SHOWN = 5
+# A document search deepens each side (4x at a time) while it holds fewer than k documents, so a
+# few long documents cannot crowd the rest out of the window; never beyond this many chunks.
+MAX_DOCUMENT_DEPTH = 12_800
 
 
 def hybrid_candidates(k: int) -> int:
@@ -55,6 +75,46 @@ class SearchHit:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class DocumentHit:
+    """One document: its best chunk, its fused score, its rank on each side and its other matching chunks.
+
+    The ranks are the document's (the rank of its best chunk among the distinct documents on that
+    side); each chunk keeps its own chunk ranks. `id`, `text` and `metadata` are the best chunk's.
+    """
+
+    uri: str
+    source_id: str
+    score: float
+    best_chunk: SearchHit
+    other_chunks: list[SearchHit]
+    matching_chunks: int
+    dense_rank: int | None = None
+    sparse_rank: int | None = None
+
+    @property
+    def id(self) -> str:
+        return self.best_chunk.id
+
+    @property
+    def text(self) -> str:
+        return self.best_chunk.text
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return self.best_chunk.metadata
+
+    def to_json(self) -> dict[str, Any]:
+        return {"uri": self.uri, "source_id": self.source_id, "score": self.score, "dense_rank": self.dense_rank,
+                "sparse_rank": self.sparse_rank, "matching_chunks": self.matching_chunks,
+                "best_chunk": self.best_chunk.to_json(), "other_chunks": [c.to_json() for c in self.other_chunks]}
+
+
+Hit = SearchHit | DocumentHit
+Scored = list[tuple[str, float]]  # (chunk id, score), best first
+DocumentKey = tuple[str, str]  # (source id, uri)
 
 
 @dataclass(frozen=True)
@@ -106,6 +166,28 @@ def rrf_fuse(rankings: list[tuple[list[str], float]], k: int = RRF_K) -> list[tu
     return sorted(fused.items(), key=lambda item: (-item[1], item[0]))
 
 
+def collapse(ranked: Scored, document_of: dict[str, Any]) -> list[tuple[Any, float]]:
+    """Each document once, at the place of its best chunk in `ranked`, with that chunk's score."""
+    seen: dict[Any, float] = {}
+    for record_id, chunk_score in ranked:
+        document = document_of.get(record_id)
+        if document is not None and document not in seen:
+            seen[document] = chunk_score
+    return list(seen.items())
+
+
+def fuse_documents(dense: Scored, sparse: Scored, document_of: dict[str, Any], mode: Mode,
+                   rrf_k: int = DOCUMENT_RRF_K, dense_weight: float = DOCUMENT_DENSE_WEIGHT,
+                   sparse_weight: float = SPARSE_WEIGHT) -> list[tuple[Any, float]]:
+    """Documents best first, with their scores: one side's order in a single mode, RRF of both sides' document ranks in hybrid."""
+    if mode == "dense":
+        return collapse(dense, document_of)
+    if mode == "sparse":
+        return collapse(sparse, document_of)
+    return rrf_fuse([([d for d, _ in collapse(dense, document_of)], dense_weight),
+                     ([d for d, _ in collapse(sparse, document_of)], sparse_weight)], rrf_k)
+
+
 class Searcher:
     """Holds the query-side models and the sparse index for one collection."""
 
@@ -122,38 +204,32 @@ class Searcher:
         self.search_ef = collection_search_ef(store.collection)  # how wide a filtered dense search looks
 
     def search(self, text: str, k: int = 10, mode: Mode = "hybrid", filters: Filters | None = None,
-               rrf_k: int = RRF_K, dense_weight: float = DENSE_WEIGHT,
-               sparse_weight: float = SPARSE_WEIGHT) -> list[SearchHit]:
-        """The k best chunks for `text`; each hit says where it ranked on each side."""
+               rrf_k: int | None = None, dense_weight: float | None = None,
+               sparse_weight: float = SPARSE_WEIGHT, group_by: GroupBy = "document") -> list[Any]:
+        """The k best documents for `text` (DocumentHit), or with group_by="chunk" the k best chunks (SearchHit).
+
+        Each hit says where it ranked on each side. Filters and k mean documents in document
+        results. rrf_k and dense_weight default to the chosen fusion of each grouping.
+        """
         if not text.strip():
             raise ValueError("the query is empty")
         if mode not in ("dense", "sparse", "hybrid"):
             raise ValueError(f"unknown search mode {mode!r}; use dense, sparse or hybrid")
+        if group_by not in GROUPINGS:
+            raise ValueError(f"unknown grouping {group_by!r}; use document or chunk")
         if k < 1:
             raise ValueError("k must be at least 1")
         filters = filters or Filters()
+        if group_by == "document":
+            return self._search_documents(text, k, mode, filters, DOCUMENT_RRF_K if rrf_k is None else rrf_k,
+                                          DOCUMENT_DENSE_WEIGHT if dense_weight is None else dense_weight,
+                                          sparse_weight)
+        rrf_k = RRF_K if rrf_k is None else rrf_k
+        dense_weight = DENSE_WEIGHT if dense_weight is None else dense_weight
         candidates = k if mode != "hybrid" else hybrid_candidates(k)
         if self.store.cloud:
             return self._cloud_search(text, k, mode, filters, candidates, rrf_k, dense_weight, sparse_weight)
-        # Read before the two sides start: they share the index, and refreshing it mutates it. An
-        # unfiltered dense query needs no index (and so never opens or imports it).
-        index, rows = None, None
-        if mode != "dense" or filters.location_key() is not None:
-            self._refresh_index()
-            index = self.index  # one index for the whole query, whatever a refresh swaps in meanwhile
-        # Row numbers are only meaningful while no write seals, merges or renumbers the index, so
-        # the query holds the index's lock from reading its filter rows to the end of both sides
-        # (a sync or a followed write in another thread of `headwater serve` waits for it).
-        with index.lock if index is not None else contextlib.nullcontext():
-            rows = self._location_rows(index, filters)
-            if mode == "hybrid":
-                # The two sides share nothing until fusion, and both models and Chroma release the GIL.
-                dense_future = self._pool.submit(self._dense, text, candidates, filters, index, rows)
-                sparse_ids = self._sparse(text, candidates, filters, index, rows)
-                dense_ids = dense_future.result()
-            else:
-                dense_ids = self._dense(text, candidates, filters, index, rows) if mode == "dense" else []
-                sparse_ids = self._sparse(text, candidates, filters, index, rows) if mode == "sparse" else []
+        dense_ids, sparse_ids, _ = self._sides(text, candidates, mode, filters)
         if mode == "dense":
             ranked = [(i, s) for i, s in dense_ids]
         elif mode == "sparse":
@@ -166,9 +242,89 @@ class Searcher:
         sparse_rank = {record_id: n for n, (record_id, _) in enumerate(sparse_ids, start=1)}
         return self._hits(ranked, dense_rank, sparse_rank)
 
+    def _sides(self, text: str, n: int, mode: Mode, filters: Filters) -> tuple[Scored, Scored, Any]:
+        """Each side's n best chunks (the side a single mode does not use is empty), and the index they were read from."""
+        if self.store.cloud:
+            return self._cloud_sides(text, n, mode, filters)
+        # Read before the two sides start: they share the index, and refreshing it mutates it. An
+        # unfiltered dense query needs no index (and so never opens or imports it).
+        index = None
+        if mode != "dense" or filters.location_key() is not None:
+            self._refresh_index()
+            index = self.index  # one index for the whole query, whatever a refresh swaps in meanwhile
+        # Row numbers are only meaningful while no write seals, merges or renumbers the index, so
+        # the query holds the index's lock from reading its filter rows to the end of both sides
+        # (a sync or a followed write in another thread of `headwater serve` waits for it).
+        with index.lock if index is not None else contextlib.nullcontext():
+            rows = self._location_rows(index, filters)
+            if mode == "hybrid":
+                # The two sides share nothing until fusion, and both models and Chroma release the GIL.
+                dense_future = self._pool.submit(self._dense, text, n, filters, index, rows)
+                sparse_ids = self._sparse(text, n, filters, index, rows)
+                dense_ids = dense_future.result()
+            else:
+                dense_ids = self._dense(text, n, filters, index, rows) if mode == "dense" else []
+                sparse_ids = self._sparse(text, n, filters, index, rows) if mode == "sparse" else []
+        return dense_ids, sparse_ids, index
+
+    def _search_documents(self, text: str, k: int, mode: Mode, filters: Filters, rrf_k: int,
+                          dense_weight: float, sparse_weight: float) -> list[DocumentHit]:
+        """Documents fused by their ranks on each side (fuse_documents), each with its matching chunks."""
+        depth = hybrid_candidates(k)
+        while True:
+            dense_ids, sparse_ids, index = self._sides(text, depth, mode, filters)
+            document_of = self._documents_of([i for i, _ in dense_ids] + [i for i, _ in sparse_ids], index)
+            # A side that filled its window with fewer than k documents may hold more below it.
+            short = [side for side in (dense_ids, sparse_ids)
+                     if len(side) >= depth and len({document_of.get(i) for i, _ in side} - {None}) < k]
+            if not short or depth >= MAX_DOCUMENT_DEPTH:
+                break
+            depth = min(depth * 4, MAX_DOCUMENT_DEPTH)
+        documents = fuse_documents(dense_ids, sparse_ids, document_of, mode, rrf_k, dense_weight, sparse_weight)
+        dense_doc_rank = {d: n for n, (d, _) in enumerate(collapse(dense_ids, document_of), start=1)}
+        sparse_doc_rank = {d: n for n, (d, _) in enumerate(collapse(sparse_ids, document_of), start=1)}
+        # Each document's chunks in the order chunk results give them (chunk fusion, or the one side).
+        if mode == "hybrid":
+            chunk_order = rrf_fuse([([i for i, _ in dense_ids], DENSE_WEIGHT),
+                                    ([i for i, _ in sparse_ids], sparse_weight)], RRF_K)
+        else:
+            chunk_order = list(dense_ids if mode == "dense" else sparse_ids)
+        chunks_of: dict[Any, list[tuple[str, float]]] = {}
+        for record_id, chunk_score in chunk_order:
+            chunks_of.setdefault(document_of.get(record_id), []).append((record_id, chunk_score))
+        dense_rank = {record_id: n for n, (record_id, _) in enumerate(dense_ids, start=1)}
+        sparse_rank = {record_id: n for n, (record_id, _) in enumerate(sparse_ids, start=1)}
+        picked = documents[:k]
+        wanted = [c for d, _ in picked for c in chunks_of[d][:OTHER_CHUNKS_SHOWN + 1]]
+        hits = {h.id: h for h in self._hits(wanted, dense_rank, sparse_rank)}
+        results = []
+        for document, score in picked:
+            shown = [hits[i] for i, _ in chunks_of[document] if i in hits]  # a chunk deleted since is left out
+            if not shown:
+                continue
+            results.append(DocumentHit(document[1], document[0], float(score), shown[0], shown[1:OTHER_CHUNKS_SHOWN + 1],
+                                       len(chunks_of[document]), dense_doc_rank.get(document),
+                                       sparse_doc_rank.get(document)))
+        return results
+
+    def _documents_of(self, ids: list[str], index: Any) -> dict[str, DocumentKey]:
+        """chunk id -> (source id, uri): from the sparse index where it holds the chunk, else from Chroma."""
+        found: dict[str, DocumentKey] = {}
+        if index is not None:
+            for record_id in ids:
+                row = index.row_of.get(record_id)
+                if row is not None:
+                    found[record_id] = (index.sources[row], index.uris[row])
+        missing = [i for i in dict.fromkeys(ids) if i not in found]
+        if missing:  # dense's candidates without an index (an unfiltered dense search), or written since it was read
+            got = self.store.collection.get(ids=missing, include=["metadatas"])
+            for record_id, metadata in zip(got["ids"], got["metadatas"]):
+                found[record_id] = (metadata.get(keys.SOURCE_ID, ""), metadata.get(keys.URI, ""))
+        return found
+
     def _cloud_search(self, text: str, k: int, mode: Mode, filters: Filters, candidates: int, rrf_k: int,
                       dense_weight: float, sparse_weight: float) -> list[SearchHit]:
-        """One server-side request on Chroma Cloud (native sparse index, Knn + Rrf)."""
+        """Chunk results in one server-side request on Chroma Cloud (native sparse index, Knn + Rrf)."""
         from headwater.store.cloud import hybrid_search_request
 
         indices, values = self.sparse.encode([text])[0]
@@ -183,6 +339,24 @@ class Searcher:
             score = -score if mode == "hybrid" else (1.0 - score if mode == "dense" else -score)
             hits.append(SearchHit(record_id, shown.get(keys.URI, ""), document, float(score), shown))
         return hits
+
+    def _cloud_sides(self, text: str, n: int, mode: Mode, filters: Filters) -> tuple[Scored, Scored, None]:
+        """Each side's n best chunks on Chroma Cloud, one request per side, for fusion here (document results)."""
+        from headwater.store.cloud import hybrid_search_request
+
+        # The request names both sides whichever it ranks by: the side not asked for gets a placeholder.
+        dense_vector = self.dense.embed([text])[0] if mode != "sparse" else [0.0]
+        indices, values = self.sparse.encode([text])[0] if mode != "dense" else (np.array([0]), np.array([0.0]))
+        sides: dict[str, Scored] = {"dense": [], "sparse": []}
+        for side in ("dense", "sparse"):
+            if mode in (side, "hybrid"):
+                request = hybrid_search_request(dense_vector, indices, values, n, n, filters.chroma_where(),
+                                                RRF_K, 1.0, 1.0, side)
+                result = self.store.collection.search(request)
+                # Chroma orders ascending: distances as they are, sparse scores negated.
+                sides[side] = [(i, float(1.0 - s if side == "dense" else -s))
+                               for i, s in zip(result["ids"][0], result["scores"][0])]
+        return sides["dense"], sides["sparse"], None
 
     @staticmethod
     def _location_rows(index: SparseIndex | None, filters: Filters) -> np.ndarray | None:

@@ -7,7 +7,8 @@ import shutil
 import pytest
 
 import headwater
-from headwater.retrieval.searcher import DENSE_WEIGHT, RRF_K, SPARSE_WEIGHT, Filters
+from headwater.retrieval.searcher import (DENSE_WEIGHT, DOCUMENT_DENSE_WEIGHT, DOCUMENT_RRF_K, RRF_K, SPARSE_WEIGHT,
+                                         Filters)
 from headwater.retrieval.sparse_index import SparseIndex
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -84,12 +85,29 @@ def test_filters_apply_on_both_sides(harness, sample, make_harness, tmp_path):
 
 def test_hybrid_hits_report_each_sides_rank(harness):
     harness.sync()
-    hits = harness.searcher().search("rotate the chroma token", k=5)
+    searcher = harness.searcher()
+    hits = searcher.search("rotate the chroma token", k=5)
     assert hits[0].uri == "ops/runbook.md"
     assert hits[0].dense_rank == 1 and hits[0].sparse_rank == 1
     # Ranked first on both sides: the default weights over the default constant plus rank 1.
-    assert hits[0].score == pytest.approx((DENSE_WEIGHT + SPARSE_WEIGHT) / (RRF_K + 1))
+    assert hits[0].score == pytest.approx((DOCUMENT_DENSE_WEIGHT + SPARSE_WEIGHT) / (DOCUMENT_RRF_K + 1))
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    assert len({(h.source_id, h.uri) for h in hits}) == len(hits)  # each document once
+    chunks = searcher.search("rotate the chroma token", k=5, group_by="chunk")
+    assert chunks[0].dense_rank == 1 and chunks[0].sparse_rank == 1
+    assert chunks[0].score == pytest.approx((DENSE_WEIGHT + SPARSE_WEIGHT) / (RRF_K + 1))
+
+
+def test_a_document_hit_holds_its_matching_chunks_best_first(harness):
+    harness.sync()
+    searcher = harness.searcher()
+    chunks = searcher.search("rotate the chroma token", k=50, group_by="chunk")
+    documents = searcher.search("rotate the chroma token", k=50)
+    for document in documents:
+        mine = [c.id for c in chunks if (c.metadata["source_id"], c.uri) == (document.source_id, document.uri)]
+        # Its chunks in the order chunk results give them (the same fusion), the best one first.
+        assert [document.best_chunk.id] + [c.id for c in document.other_chunks] == mine[:1 + len(document.other_chunks)]
+        assert document.matching_chunks >= len(mine)
 
 
 def test_python_api_matches_the_searcher(harness):
