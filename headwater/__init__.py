@@ -11,16 +11,16 @@ if TYPE_CHECKING:
     from headwater.settings import Settings
 
 
-def search(text: str, k: int = 10, mode: str = "hybrid", *, source_id: str | None = None,
+def search(text: str, k: int = 10, mode: str = "auto", *, source_id: str | None = None,
            uri_prefix: str | None = None, where: dict[str, Any] | None = None, rrf_k: int | None = None,
            dense_weight: float | None = None, sparse_weight: float | None = None, settings: Settings | None = None,
            searcher: Searcher | None = None, group_by: str = "document") -> list[DocumentHit] | list[SearchHit]:
-    """Search the synced collection; the same results as `headwater query` (hybrid, one hit per document, by default).
+    """Search the synced collection; the same results as `headwater query` (one hit per document, in the collection's default mode).
 
+    mode "auto" is hybrid for a collection of mostly source code and dense for prose (docs/search.md);
     group_by="chunk" returns chunks (SearchHit) instead of documents (DocumentHit: the best chunk,
     the other matching chunks and each side's rank). The fusion parameters default to
-    headwater.retrieval.searcher's choice for the grouping (DOCUMENT_RRF_K and DOCUMENT_DENSE_WEIGHT,
-    or RRF_K and DENSE_WEIGHT for chunks).
+    headwater.retrieval.searcher's RRF_K, DENSE_WEIGHT and SPARSE_WEIGHT.
     """
     from headwater.retrieval.searcher import Filters
     from headwater.settings import load_settings

@@ -218,14 +218,15 @@ def _print_changes(report: SyncReport) -> None:
 def query(text: Annotated[str, typer.Argument(help="What to search for.")],
           collection: CollectionOpt = None, chroma_path: ChromaPathOpt = None,
           k: Annotated[int, typer.Option("-k", min=1, max=1000, help="Results to return.")] = 5,
-          mode: Annotated[str, typer.Option("--mode", help="hybrid (default), dense or sparse.")] = "hybrid",
+          mode: Annotated[str, typer.Option("--mode", help="auto (default: hybrid for a collection of mostly code, "
+                                                           "dense for prose), hybrid, dense or sparse.")] = "auto",
           source: Annotated[Optional[str], typer.Option("--source", help="Only this source id.")] = None,
           uri_prefix: Annotated[Optional[str], typer.Option("--uri-prefix", help="Only under this path.")] = None,
           where: Annotated[Optional[str], typer.Option("--where", help="A Chroma where filter, as JSON.")] = None,
           as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
           per_chunk: Annotated[bool, typer.Option("--per-chunk", help="The k best chunks, not the k best documents.")] = False,
           knowledge: Annotated[bool, typer.Option("--knowledge", help="Search the consolidated knowledge collection (dense).")] = False) -> None:
-    """Search the synced collection: the k best documents, hybrid (dense + SPLADE, fused by RRF) unless --mode says otherwise."""
+    """Search the synced collection: the k best documents, in the collection's default mode unless --mode says otherwise."""
     from headwater.retrieval.searcher import Filters, open_searcher
 
     if knowledge:
@@ -238,8 +239,8 @@ def query(text: Annotated[str, typer.Argument(help="What to search for.")],
         print_knowledge_hits(found, as_json)
         return
     try:
-        if mode not in ("dense", "sparse", "hybrid"):
-            raise ValueError(f"--mode must be dense, sparse or hybrid, not {mode!r}")
+        if mode not in ("auto", "hybrid", "dense", "sparse"):
+            raise ValueError(f"--mode must be auto, hybrid, dense or sparse, not {mode!r}")
         filters = Filters(source, uri_prefix, _where(where))
         searcher = open_searcher(cli_settings(collection, chroma_path), mode, one_off=True)  # type: ignore[arg-type]
         hits = searcher.search(text, k=k, mode=mode, filters=filters,  # type: ignore[arg-type]

@@ -181,7 +181,7 @@ def run_fragment(request: Request, run_id: str) -> Response:
 
 
 @router.get("/search", response_class=HTMLResponse)
-def search_page(request: Request, q: str = "", mode: str = "hybrid", source_id: str = "", k: int = 10,
+def search_page(request: Request, q: str = "", mode: str = "auto", source_id: str = "", k: int = 10,
                 group_by: str = "document") -> Response:
     from headwater.retrieval.searcher import Filters
 
@@ -190,7 +190,7 @@ def search_page(request: Request, q: str = "", mode: str = "hybrid", source_id: 
     group_by = "chunk" if group_by == "chunk" else "document"
     if q.strip():
         try:
-            hits = _svc(request).backend.search(q, max(1, min(k, 50)), mode if mode in ("hybrid", "dense", "sparse") else "hybrid",
+            hits = _svc(request).backend.search(q, max(1, min(k, 50)), mode if mode in ("auto", "hybrid", "dense", "sparse") else "auto",
                                                Filters(source_id or None), group_by)
         except Exception as exc:  # noqa: BLE001  (shown to the operator, e.g. no collection yet)
             error = str(exc)

@@ -203,9 +203,9 @@ def _retry(svc: Any, run_id: str) -> JSONResponse:
 # Search and status -----------------------------------------------------------------------------
 
 
-@secured.get("/search", summary="Hybrid (dense + SPLADE, RRF) search: the same results as `headwater query`")
+@secured.get("/search", summary="Search (auto: hybrid on code, dense on prose): the same results as `headwater query`")
 def search(request: Request, q: str = Query(min_length=1, max_length=2000), k: int = Query(5, ge=1, le=100),
-           mode: Literal["hybrid", "dense", "sparse"] = "hybrid",
+           mode: Literal["auto", "hybrid", "dense", "sparse"] = "auto",
            group_by: Literal["document", "chunk"] = Query(
                "document", description="document: one hit per document with its matching chunks (k documents); "
                                        "chunk: the k best chunks."),

@@ -28,7 +28,8 @@ from headwater.pipeline.embed_sparse import SpladeEncoder
 if TYPE_CHECKING:  # scipy, under the sparse index, is imported only where a sparse index is opened
     from headwater.retrieval.sparse_index import SparseIndex
 
-Mode = Literal["dense", "sparse", "hybrid"]
+Mode = Literal["auto", "dense", "sparse", "hybrid"]
+MODES = ("auto", "hybrid", "dense", "sparse")
 GroupBy = Literal["document", "chunk"]
 GROUPINGS = ("document", "chunk")
 # Reciprocal rank fusion: score = sum over rankings of weight / (RRF_K + rank), ranks from 1.
@@ -43,13 +44,14 @@ DENSE_WEIGHT = 3.0
 SPARSE_WEIGHT = 1.0
 # Each side contributes this many candidates (at least) to the fusion.
 MIN_CANDIDATES = 50
-# Document results fuse documents, not chunks: each side ranks a document by its best chunk there,
-# and the two document rankings are fused by RRF. Chosen on the dev sets (bench/retrieval.py
-# `--dev --fusion-grid`, its "document" settings) and confirmed on the reported ones: see
-# docs/search.md for the figures. Fusing chunks and then collapsing lets a chunk that SPLADE ranks
-# first override dense's correct first document; fusing documents does not.
-DOCUMENT_RRF_K = 20
-DOCUMENT_DENSE_WEIGHT = 3.0
+# The default mode ("auto"), per collection: hybrid where most of its documents are source code,
+# dense otherwise. Measured on the dev sets (bench/retrieval.py `--dev --fusion-grid`, docs/search.md):
+# SPLADE-tiny adds what dense misses about code names (hybrid +0.02 to +0.05 MRR@10 on three of the
+# four code dev sets, -0.003 on starlette's) but not about prose (no fusion setting ranks above dense
+# alone on the docstrings), so on prose the default is dense, and hybrid stays one `--mode hybrid` away.
+CODE_SHARE_FOR_HYBRID = 0.5
+# Collections too large to list every document are judged by a sample of this many chunks (Chroma Cloud).
+KIND_SAMPLE = 2_000
 # A document result lists up to this many of its other matching chunks (with their text); it
 # always says how many matched in all.
 OTHER_CHUNKS_SHOWN = 5
@@ -176,16 +178,13 @@ def collapse(ranked: Scored, document_of: dict[str, Any]) -> list[tuple[Any, flo
     return list(seen.items())
 
 
-def fuse_documents(dense: Scored, sparse: Scored, document_of: dict[str, Any], mode: Mode,
-                   rrf_k: int = DOCUMENT_RRF_K, dense_weight: float = DOCUMENT_DENSE_WEIGHT,
-                   sparse_weight: float = SPARSE_WEIGHT) -> list[tuple[Any, float]]:
-    """Documents best first, with their scores: one side's order in a single mode, RRF of both sides' document ranks in hybrid."""
-    if mode == "dense":
-        return collapse(dense, document_of)
-    if mode == "sparse":
-        return collapse(sparse, document_of)
-    return rrf_fuse([([d for d, _ in collapse(dense, document_of)], dense_weight),
-                     ([d for d, _ in collapse(sparse, document_of)], sparse_weight)], rrf_k)
+def kind_of_collection(uris: Any) -> Mode:
+    """The default mode for a collection with these document uris: hybrid for mostly code, dense for prose."""
+    from headwater.pipeline.code_chunks import code_language
+
+    documents = set(uris)
+    code = sum(code_language(uri) is not None for uri in documents)
+    return "hybrid" if documents and code / len(documents) >= CODE_SHARE_FOR_HYBRID else "dense"
 
 
 class Searcher:
@@ -202,30 +201,29 @@ class Searcher:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="headwater-dense")
         self.space = collection_space(store.collection)  # how Chroma's distances become scores
         self.search_ef = collection_search_ef(store.collection)  # how wide a filtered dense search looks
+        self._default_mode: Mode | None = None  # what "auto" means here, and the index it was judged from
+        self._judged_generation: tuple[int, int] | None = None
 
-    def search(self, text: str, k: int = 10, mode: Mode = "hybrid", filters: Filters | None = None,
-               rrf_k: int | None = None, dense_weight: float | None = None,
+    def search(self, text: str, k: int = 10, mode: Mode = "auto", filters: Filters | None = None,
+               rrf_k: int = RRF_K, dense_weight: float = DENSE_WEIGHT,
                sparse_weight: float = SPARSE_WEIGHT, group_by: GroupBy = "document") -> list[Any]:
         """The k best documents for `text` (DocumentHit), or with group_by="chunk" the k best chunks (SearchHit).
 
         Each hit says where it ranked on each side. Filters and k mean documents in document
-        results. rrf_k and dense_weight default to the chosen fusion of each grouping.
+        results. mode "auto" is this collection's default (default_mode).
         """
         if not text.strip():
             raise ValueError("the query is empty")
-        if mode not in ("dense", "sparse", "hybrid"):
-            raise ValueError(f"unknown search mode {mode!r}; use dense, sparse or hybrid")
+        if mode not in MODES:
+            raise ValueError(f"unknown search mode {mode!r}; use auto, hybrid, dense or sparse")
         if group_by not in GROUPINGS:
             raise ValueError(f"unknown grouping {group_by!r}; use document or chunk")
         if k < 1:
             raise ValueError("k must be at least 1")
+        mode = self.default_mode() if mode == "auto" else mode
         filters = filters or Filters()
         if group_by == "document":
-            return self._search_documents(text, k, mode, filters, DOCUMENT_RRF_K if rrf_k is None else rrf_k,
-                                          DOCUMENT_DENSE_WEIGHT if dense_weight is None else dense_weight,
-                                          sparse_weight)
-        rrf_k = RRF_K if rrf_k is None else rrf_k
-        dense_weight = DENSE_WEIGHT if dense_weight is None else dense_weight
+            return self._search_documents(text, k, mode, filters, rrf_k, dense_weight, sparse_weight)
         candidates = k if mode != "hybrid" else hybrid_candidates(k)
         if self.store.cloud:
             return self._cloud_search(text, k, mode, filters, candidates, rrf_k, dense_weight, sparse_weight)
@@ -241,6 +239,23 @@ class Searcher:
         dense_rank = {record_id: n for n, (record_id, _) in enumerate(dense_ids, start=1)}
         sparse_rank = {record_id: n for n, (record_id, _) in enumerate(sparse_ids, start=1)}
         return self._hits(ranked, dense_rank, sparse_rank)
+
+    def default_mode(self) -> Mode:
+        """What mode "auto" means for this collection: hybrid where most documents are code, else dense (kind_of_collection)."""
+        if self.store.cloud:
+            if self._default_mode is None:  # no local index to list documents from: a sample of chunks
+                sample = self.store.collection.get(limit=KIND_SAMPLE, include=["metadatas"])["metadatas"]
+                self._default_mode = kind_of_collection(m.get(keys.URI, "") for m in sample)
+            return self._default_mode
+        self._refresh_index()
+        index = self.index
+        # Judged again whenever the index changes (a sync can turn a prose collection into a code one).
+        if self._default_mode is None or self._judged_generation != (id(index), index.generation()):
+            with index.lock:
+                uris = [index.uris[r] for r in np.flatnonzero(index.alive).tolist()]
+                self._judged_generation = (id(index), index.generation())
+            self._default_mode = kind_of_collection(uris)
+        return self._default_mode
 
     def _sides(self, text: str, n: int, mode: Mode, filters: Filters) -> tuple[Scored, Scored, Any]:
         """Each side's n best chunks (the side a single mode does not use is empty), and the index they were read from."""
@@ -280,15 +295,18 @@ class Searcher:
             if not short or depth >= MAX_DOCUMENT_DEPTH:
                 break
             depth = min(depth * 4, MAX_DOCUMENT_DEPTH)
-        documents = fuse_documents(dense_ids, sparse_ids, document_of, mode, rrf_k, dense_weight, sparse_weight)
         dense_doc_rank = {d: n for n, (d, _) in enumerate(collapse(dense_ids, document_of), start=1)}
         sparse_doc_rank = {d: n for n, (d, _) in enumerate(collapse(sparse_ids, document_of), start=1)}
-        # Each document's chunks in the order chunk results give them (chunk fusion, or the one side).
+        # Documents take the place of their best chunk in the chunk ranking (one side's, or RRF of both):
+        # fusing chunks, then grouping, beat fusing each side's document ranks on every dev set but the
+        # docstrings' (mean MRR@10 over the five: 0.843 against at most 0.827; docs/search.md). The
+        # same ranking orders each document's chunks.
         if mode == "hybrid":
-            chunk_order = rrf_fuse([([i for i, _ in dense_ids], DENSE_WEIGHT),
-                                    ([i for i, _ in sparse_ids], sparse_weight)], RRF_K)
+            chunk_order = rrf_fuse([([i for i, _ in dense_ids], dense_weight),
+                                    ([i for i, _ in sparse_ids], sparse_weight)], rrf_k)
         else:
             chunk_order = list(dense_ids if mode == "dense" else sparse_ids)
+        documents = collapse(chunk_order, document_of)
         chunks_of: dict[Any, list[tuple[str, float]]] = {}
         for record_id, chunk_score in chunk_order:
             chunks_of.setdefault(document_of.get(record_id), []).append((record_id, chunk_score))
@@ -438,9 +456,9 @@ def open_searcher(settings: Settings, mode: Mode | None = None, *, one_off: bool
     dense = Lazy(lambda: DenseEmbedder(settings.dense_model_dir, threads, int8=settings.dense_int8,
                                        cache_dir=settings.onnx_cache_dir))
     sparse = Lazy(lambda: SpladeEncoder(settings.sparse_model_dir, threads, settings.onnx_cache_dir))
-    if mode in ("dense", "hybrid"):
+    if mode in ("dense", "hybrid", "auto"):
         dense.prefetch()
-    if mode in ("sparse", "hybrid"):
+    if mode in ("sparse", "hybrid", "auto"):
         sparse.prefetch()
     store = (one_off and _engine_store(settings)) or open_store(settings, create=False)
     directory = sparse_index_dir(settings)

@@ -191,9 +191,9 @@ def test_every_surface_returns_the_same_documents_in_the_same_order(serve):
     serve.wait_for_run(serve.api.post("/api/v1/sources/handbook/runs").json()["run_id"])
     query = "rotate the Chroma token at the proxy"
     python_api = ("import json, sys, headwater\n"
-                  "hits = headwater.search(sys.argv[1], k=3, source_id='handbook')\n"
+                  "hits = headwater.search(sys.argv[1], k=3, mode=sys.argv[2], source_id='handbook')\n"
                   "print(json.dumps([h.to_json() for h in hits]))")
-    for mode in ("hybrid", "dense", "sparse"):
+    for mode in ("auto", "hybrid", "dense", "sparse"):
         api = serve.api.get("/api/v1/search", params={"q": query, "k": 3, "mode": mode, "source_id": "handbook"})
         assert api.status_code == 200, api.text
         documents = [(h["source_id"], h["uri"]) for h in api.json()]
@@ -208,11 +208,10 @@ def test_every_surface_returns_the_same_documents_in_the_same_order(serve):
         assert cli.returncode == 0, cli.stderr
         assert [(h["source_id"], h["uri"]) for h in json.loads(cli.stdout)] == documents, mode
         assert [h["best_chunk"]["id"] for h in json.loads(cli.stdout)] == [h["best_chunk"]["id"] for h in api.json()]
-        if mode == "hybrid":  # the Python function's default mode
-            python = subprocess.run([sys.executable, "-c", python_api, query], env=serve.env, cwd=serve.work,
-                                    capture_output=True, text=True, timeout=120)
-            assert python.returncode == 0, python.stderr
-            assert [(h["source_id"], h["uri"]) for h in json.loads(python.stdout)] == documents
+        python = subprocess.run([sys.executable, "-c", python_api, query, mode], env=serve.env, cwd=serve.work,
+                                capture_output=True, text=True, timeout=120)
+        assert python.returncode == 0, python.stderr
+        assert [(h["source_id"], h["uri"]) for h in json.loads(python.stdout)] == documents
 
     browser = httpx.Client(base_url=serve.url, timeout=60)
     try:
