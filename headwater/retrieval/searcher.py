@@ -249,6 +249,8 @@ class Searcher:
             return self._default_mode
         self._refresh_index()
         index = self.index
+        if index is None:  # nothing to judge by (a searcher built without an index can only search dense)
+            return "dense"
         # Judged again whenever the index changes (a sync can turn a prose collection into a code one).
         if self._default_mode is None or self._judged_generation != (id(index), index.generation()):
             with index.lock:
