@@ -81,7 +81,7 @@ class SearchHit:
 
 @dataclass(frozen=True)
 class DocumentHit:
-    """One document: its best chunk, its fused score, its rank on each side and its other matching chunks.
+    """One document: its best chunk and that chunk's score, its rank on each side and its other matching chunks.
 
     The ranks are the document's (the rank of its best chunk among the distinct documents on that
     side); each chunk keeps its own chunk ranks. `id`, `text` and `metadata` are the best chunk's.
@@ -286,7 +286,7 @@ class Searcher:
 
     def _search_documents(self, text: str, k: int, mode: Mode, filters: Filters, rrf_k: int,
                           dense_weight: float, sparse_weight: float) -> list[DocumentHit]:
-        """Documents fused by their ranks on each side (fuse_documents), each with its matching chunks."""
+        """The k best documents, each at the place of its best chunk in the chunk ranking, with its matching chunks."""
         depth = hybrid_candidates(k)
         while True:
             dense_ids, sparse_ids, index = self._sides(text, depth, mode, filters)
