@@ -187,7 +187,8 @@ def test_every_surface_returns_the_same_documents_in_the_same_order(serve):
     import re
 
     folder = write_handbook(serve.work / "handbook")
-    serve.api.post("/api/v1/sources", json=folder_source("handbook", folder)).raise_for_status()
+    added = serve.api.post("/api/v1/sources", json=folder_source("handbook", folder))
+    assert added.status_code == 201, added.text
     serve.wait_for_run(serve.api.post("/api/v1/sources/handbook/runs").json()["run_id"])
     query = "rotate the Chroma token at the proxy"
     python_api = ("import json, sys, headwater\n"
@@ -332,7 +333,7 @@ def test_dashboard_login_and_csrf_protected_forms_in_embedded_mode(serve):
         run_id = added.headers["location"].split("/admin/runs/")[1].split("?")[0]
         assert serve.wait_for_run(run_id)["status"] == "complete"
         assert "complete" in browser.get(f"/admin/fragments/runs/{run_id}").text
-        search = browser.get("/admin/search", params={"q": "rotating the Chroma token"})
+        search = browser.get("/admin/search", params={"q": "rotating the Chroma token", "mode": "hybrid"})
         assert search.status_code == 200 and "dense #" in search.text and "sparse #" in search.text
         assert browser.get("/admin/stats.json").json()["queue_depth"]
         assert browser.get("/openapi.json").status_code == 200  # the session also opens the API docs
