@@ -186,25 +186,25 @@ def write_handbook(folder: Path) -> Path:
 def test_every_surface_returns_the_same_documents_in_the_same_order(serve):
     import re
 
-    folder = write_handbook(serve.work / "handbook")
-    added = serve.api.post("/api/v1/sources", json=folder_source("handbook", folder))
+    folder = write_handbook(serve.work / "manuals")
+    added = serve.api.post("/api/v1/sources", json=folder_source("manuals", folder))
     assert added.status_code == 201, added.text
-    serve.wait_for_run(serve.api.post("/api/v1/sources/handbook/runs").json()["run_id"])
+    serve.wait_for_run(serve.api.post("/api/v1/sources/manuals/runs").json()["run_id"])
     query = "rotate the Chroma token at the proxy"
     python_api = ("import json, sys, headwater\n"
-                  "hits = headwater.search(sys.argv[1], k=3, mode=sys.argv[2], source_id='handbook')\n"
+                  "hits = headwater.search(sys.argv[1], k=3, mode=sys.argv[2], source_id='manuals')\n"
                   "print(json.dumps([h.to_json() for h in hits]))")
     for mode in ("auto", "hybrid", "dense", "sparse"):
-        api = serve.api.get("/api/v1/search", params={"q": query, "k": 3, "mode": mode, "source_id": "handbook"})
+        api = serve.api.get("/api/v1/search", params={"q": query, "k": 3, "mode": mode, "source_id": "manuals"})
         assert api.status_code == 200, api.text
         documents = [(h["source_id"], h["uri"]) for h in api.json()]
-        assert sorted(documents) == [("handbook", f"{n}.md") for n in ("operations", "platform", "security")], mode
+        assert sorted(documents) == [("manuals", f"{n}.md") for n in ("operations", "platform", "security")], mode
         # Each document carries its best chunk and its other matching chunks, several of them here.
         assert all(h["best_chunk"]["uri"] == h["uri"] and h["matching_chunks"] >= 1 + len(h["other_chunks"])
                    for h in api.json())
         assert any(h["other_chunks"] for h in api.json()), mode
         cli = subprocess.run([sys.executable, "-m", "headwater.cli", "query", query, "-k", "3", "--mode", mode,
-                              "--source", "handbook", "--json"], env=serve.env, cwd=serve.work, capture_output=True,
+                              "--source", "manuals", "--json"], env=serve.env, cwd=serve.work, capture_output=True,
                              text=True, timeout=120)
         assert cli.returncode == 0, cli.stderr
         assert [(h["source_id"], h["uri"]) for h in json.loads(cli.stdout)] == documents, mode
@@ -217,32 +217,32 @@ def test_every_surface_returns_the_same_documents_in_the_same_order(serve):
     browser = httpx.Client(base_url=serve.url, timeout=60)
     try:
         assert browser.post("/admin/login", data={"token": TOKEN, "next": "/admin"}).status_code == 303
-        page = browser.get("/admin/search", params={"q": query, "k": 3, "source_id": "handbook"})
+        page = browser.get("/admin/search", params={"q": query, "k": 3, "source_id": "manuals"})
         assert page.status_code == 200
         shown = re.findall(r'<div class="hit-head"><code>([^<]*)</code> · <strong>([^<]*)</strong>', page.text)
-        api = serve.api.get("/api/v1/search", params={"q": query, "k": 3, "source_id": "handbook"}).json()
+        api = serve.api.get("/api/v1/search", params={"q": query, "k": 3, "source_id": "manuals"}).json()
         assert shown == [(h["source_id"], h["uri"]) for h in api]
         for hit in api:  # the page lists each document's matching chunks
             for chunk in [hit["best_chunk"], *hit["other_chunks"]]:
                 assert f'data-chunk-id="{chunk["id"]}"' in page.text
-        chunks_page = browser.get("/admin/search", params={"q": query, "k": 5, "source_id": "handbook",
+        chunks_page = browser.get("/admin/search", params={"q": query, "k": 5, "source_id": "manuals",
                                                            "group_by": "chunk"})
         assert len(re.findall(r'<div class="hit-head">', chunks_page.text)) == 5 and "data-chunk-id" not in chunks_page.text
     finally:
         browser.close()
 
     # Chunks stay available: more than one chunk of the same document among the k best.
-    chunks = serve.api.get("/api/v1/search", params={"q": query, "k": 6, "source_id": "handbook",
+    chunks = serve.api.get("/api/v1/search", params={"q": query, "k": 6, "source_id": "manuals",
                                                      "group_by": "chunk"}).json()
     assert len(chunks) == 6 and all("text" in h and "best_chunk" not in h for h in chunks)
     assert len({h["uri"] for h in chunks}) < 6
-    cli = subprocess.run([sys.executable, "-m", "headwater.cli", "query", query, "-k", "6", "--source", "handbook",
+    cli = subprocess.run([sys.executable, "-m", "headwater.cli", "query", query, "-k", "6", "--source", "manuals",
                           "--per-chunk", "--json"], env=serve.env, cwd=serve.work, capture_output=True, text=True,
                          timeout=120)
     assert cli.returncode == 0, cli.stderr
     assert [h["id"] for h in json.loads(cli.stdout)] == [h["id"] for h in chunks]
     assert serve.api.get("/api/v1/search", params={"q": query, "group_by": "page"}).status_code == 422
-    serve.api.delete("/api/v1/sources/handbook").raise_for_status()
+    serve.api.delete("/api/v1/sources/manuals").raise_for_status()
 
 
 @pytest.mark.timeout(300)
