@@ -460,7 +460,7 @@ def open_searcher(settings: Settings, mode: Mode | None = None, *, one_off: bool
     sparse = Lazy(lambda: SpladeEncoder(settings.sparse_model_dir, threads, settings.onnx_cache_dir))
     if mode in ("dense", "hybrid", "auto"):
         dense.prefetch()
-    if mode in ("sparse", "hybrid", "auto"):
+    if mode in ("sparse", "hybrid"):  # auto: once the collection's kind says whether SPLADE is needed (below)
         sparse.prefetch()
     store = (one_off and _engine_store(settings)) or open_store(settings, create=False)
     directory = sparse_index_dir(settings)
@@ -472,7 +472,12 @@ def open_searcher(settings: Settings, mode: Mode | None = None, *, one_off: bool
         # A dense-only searcher (the CLI's --mode dense) opens it only if it is ever asked for sparse.
         opened = lambda: open_sparse_index(store, directory, save=False)  # noqa: E731
         index = None if store.cloud else (Lazy(opened) if mode == "dense" else opened())
-    return Searcher(store, dense, sparse, index, directory, follower)
+    searcher = Searcher(store, dense, sparse, index, directory, follower)
+    # A model still loading in a background thread when the process exits aborts it: auto on a
+    # collection of prose never uses SPLADE, so it starts loading only where auto means hybrid.
+    if mode == "auto" and searcher.default_mode() == "hybrid":
+        sparse.prefetch()
+    return searcher
 
 
 def _engine_store(settings: Settings) -> Any:
