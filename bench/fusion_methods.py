@@ -25,6 +25,18 @@ def rrf(dense: Scored, sparse: Scored, rrf_k: int, dense_weight: float) -> list[
     return [i for i, _ in rrf_fuse([([i for i, _ in dense], dense_weight), ([i for i, _ in sparse], 1.0)], rrf_k)]
 
 
+def per_document(pair: dict[str, Scored], uri_of: dict[str, str]) -> tuple[Scored, Scored]:
+    """(dense, sparse) with each document once, named by its best chunk there: how document results fuse
+    (headwater.retrieval.searcher.fuse_documents), as lists the chunk-level settings can take."""
+    sides = []
+    for side in ("dense", "sparse"):
+        best = {}
+        for record_id, chunk_score in pair[side]:
+            best.setdefault(uri_of[record_id], (record_id, chunk_score))
+        sides.append([(uri, chunk_score) for uri, (_, chunk_score) in best.items()])
+    return sides[0], sides[1]
+
+
 def min_max(scores: list[float]) -> list[float]:
     """Scores mapped onto 0..1 (the best 1); all equal: all 1."""
     low, high = min(scores), max(scores)

@@ -17,7 +17,18 @@ is one of its answers. Reported per mode: hit@3, hit@10 and MRR@10, and the MRR@
 95 % paired-bootstrap interval over the queries (a change whose interval spans 0 is within what
 the choice of queries can move).
 
-Run: `python -m bench.retrieval [--corpus docs|click|rich|starlette|jinja2|httpx|all] [--dev] [--keep]`. `--dev`
+`--modes` (issue 39) syncs each corpus once, with today's chunker, and compares the search modes
+instead: dense, sparse and hybrid in chunk results (`group_by="chunk"`: chunks fused by RRF, read
+as the distinct documents among them) and in document results (`group_by="document"`, the
+default: documents fused by their rank on each side), each mode's MRR@10 change from dense with
+its 95 % paired-bootstrap interval. With `--dev --fusion-grid`, the grid also fuses documents
+("document ..." settings: each side's candidates collapsed to their documents first).
+
+A fourth reported corpus, `postgres`, is prose: PostgreSQL 15's HTML manual, its server
+administration and data definition chapters (POSTGRES_DOCS_PAGES). Get it with
+`apt-get install postgresql-doc-15` (Debian 12); the bench reads it from POSTGRES_DOCS_DIR.
+
+Run: `python -m bench.retrieval [--corpus docs|click|rich|postgres|starlette|jinja2|httpx|all] [--dev] [--modes] [--keep]`. `--dev`
 runs the dev sets instead (stdlib docs and click needs of their own, and starlette's, jinja2's and
 httpx's source, corpora that are never reported): tune on those, never on the reported sets. `--dev --per-query`
 prints each dev query's rank per mode, before and after.
@@ -49,6 +60,14 @@ FUSION_GRID_K = (5, 20, 60)
 FUSION_GRID_DENSE_WEIGHTS = (1.0, 1.5, 2.0, 3.0, 5.0)
 FUSION_GRID_DENSE_SHARES = (0.5, 0.6, 0.7, 0.8, 0.9)
 FEEDBACK_GRID = ((3, 0.5), (3, 1.0), (5, 0.5), (5, 1.0), (10, 1.0))  # (dense chunks fed back, their weight)
+POSTGRES_DOCS_DIR = Path("/usr/share/doc/postgresql-doc-15/html")  # apt-get install postgresql-doc-15
+# The prose chapters: server administration (configuration, authentication, backup, replication,
+# monitoring, maintenance, WAL), data definition, indexes, concurrency and full text search.
+POSTGRES_DOCS_PAGES = (
+    "runtime-config", "auth-", "client-authentication", "backup", "continuous-archiving", "wal-", "routine-",
+    "maintenance", "monitoring", "high-availability", "hot-standby", "warm-standby", "logical-replication",
+    "locale", "charset", "collation", "upgrading", "kernel-resources", "server-start", "ssl-tcp",
+    "encryption-options", "ddl-", "mvcc", "performance-tips", "populate", "indexes-", "textsearch-")
 
 
 def build_stdlib_docs(target: Path, needed: set[str]) -> int:
@@ -80,6 +99,16 @@ def build_stdlib_docs(target: Path, needed: set[str]) -> int:
     if missing:
         raise SystemExit(f"the labelled set needs modules this Python lacks: {', '.join(missing)}")
     return written
+
+
+def build_postgres_docs(target: Path) -> int:
+    """The PostgreSQL manual's pages in POSTGRES_DOCS_PAGES, as they are installed (HTML)."""
+    if not POSTGRES_DOCS_DIR.is_dir():
+        raise SystemExit(f"no PostgreSQL manual at {POSTGRES_DOCS_DIR}: apt-get install postgresql-doc-15")
+    pages = sorted(p for p in POSTGRES_DOCS_DIR.glob("*.html") if p.name.startswith(POSTGRES_DOCS_PAGES))
+    for page in pages:
+        shutil.copyfile(page, target / page.name)
+    return len(pages)
 
 
 def package_source(name: str) -> Callable[[Path], int]:
@@ -194,7 +223,7 @@ def synced_searcher(workdir: Path, corpus: Path, name: str, legacy: bool) -> tup
         chunks = engine.store.count()
     print(f"  {name}: {chunks} chunks, synced in {perf_counter() - started:.0f} s", flush=True)
     searcher = open_searcher(settings)
-    searcher.search("warm up lazy initialisation", k=DEPTH)
+    searcher.search("warm up lazy initialisation", k=DEPTH, group_by="chunk")
     return searcher, chunks
 
 
@@ -209,7 +238,7 @@ def ranked_documents(searcher: Any, query: str, mode: str, **fusion: float) -> l
     """
     depth = DEPTH
     while True:
-        uris = [h.uri for h in searcher.search(query, k=depth, mode=mode, **fusion)]
+        uris = [h.uri for h in searcher.search(query, k=depth, mode=mode, group_by="chunk", **fusion)]
         if len(set(uris)) >= K or len(uris) < depth:
             return uris
         depth *= 4
@@ -251,8 +280,48 @@ def dense_agreement(searcher: Any, queries: list[str]) -> int:
     for query in queries:
         distances = exact_distances(searcher.dense.embed([query])[0], vectors, searcher.space)
         exact = names[np.lexsort((names, distances))[:DEPTH]].tolist()
-        agreeing += [h.id for h in searcher.search(query, k=DEPTH, mode="dense")] == exact
+        agreeing += [h.id for h in searcher.search(query, k=DEPTH, mode="dense", group_by="chunk")] == exact
     return agreeing
+
+
+GROUPINGS = ("chunk", "document")
+COMPARED_MODES = MODES + ("auto",)  # auto: the default, hybrid on a collection of mostly code, dense on prose
+
+
+def compare_modes(workdir: Path, corpus: Path, name: str, queries: dict[str, set[str]]) -> dict[tuple[str, str], list]:
+    """Sync once (today's chunker); every query's first relevant rank per (mode, grouping); chunk results
+    are read as the distinct documents among the chunks, as the before/after tables read them."""
+    searcher, chunks = synced_searcher(workdir, corpus, name, legacy=False)
+    ranks: dict[tuple[str, str], list] = {}
+    print(f"  {name}: the default mode (auto) is {searcher.default_mode()} here", flush=True)
+    for mode in COMPARED_MODES:
+        ranks[(mode, "chunk")] = query_ranks(searcher, queries, mode)
+        ranks[(mode, "document")] = [
+            first_relevant_rank([h.uri for h in searcher.search(q, k=K, mode=mode, group_by="document")], relevant)
+            for q, relevant in queries.items()]
+    return ranks
+
+
+def print_mode_table(results: dict[str, dict[tuple[str, str], list]]) -> None:
+    """Each corpus, mode and grouping: hit@3, hit@10, MRR@10, and its change from dense (document results) with the interval."""
+    print(f"\n| corpus | results | mode | hit@3 | hit@{K} | MRR@{K} | MRR@{K} − dense [95 % paired bootstrap] |")
+    print("|---|---|---|---|---|---|---|")
+    sums: dict[tuple[str, str], float] = {}
+    for label, ranks in results.items():
+        dense = ranks[("dense", "document")]
+        for grouping in GROUPINGS:
+            for mode in COMPARED_MODES:
+                mine = ranks[(mode, grouping)]
+                scores, change = score(mine), paired_bootstrap(dense, mine)
+                sums[(mode, grouping)] = sums.get((mode, grouping), 0.0) + scores.mrr
+                print(f"| {label} ({len(mine)} queries) | {grouping} | {mode} | {scores.hit3:.3f} | {scores.hit10:.3f} "
+                      f"| {scores.mrr:.3f} | {change.mrr:+.3f} [{change.low:+.3f}, {change.high:+.3f}] {change.telling} |")
+    print(f"\nsum of MRR@{K} over the {len(results)} sets: " +
+          "; ".join(f"{mode} ({grouping}) {total:.3f}" for (mode, grouping), total in sums.items()))
+    for label, ranks in results.items():
+        default, dense = score(ranks[("auto", "document")]).mrr, score(ranks[("dense", "document")]).mrr
+        print(f"{label}: the default (auto, document results) MRR@{K} {default:.3f} is "
+              f"{'at least' if default >= dense else 'BELOW'} dense's {dense:.3f}")
 
 
 def module_answers(needs: dict[str, str | tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
@@ -304,7 +373,7 @@ def fusion_grid(workdir: Path, corpus: Path, name: str, queries: dict[str, set[s
     for query in queries:
         pair = {}
         for mode in ("dense", "sparse"):
-            hits = searcher.search(query, k=candidates, mode=mode)
+            hits = searcher.search(query, k=candidates, mode=mode, group_by="chunk")
             uri_of.update((h.id, h.uri) for h in hits)
             pair[mode] = [(h.id, h.score) for h in hits]
         for side, hits in feedback_sides(searcher, query, pair["dense"], candidates).items():
@@ -322,6 +391,15 @@ def fusion_grid(workdir: Path, corpus: Path, name: str, queries: dict[str, set[s
         for share in FUSION_GRID_DENSE_SHARES:
             settings[f"convex {label} dense share {share:g}"] = (
                 lambda p, a=share, f=normalise: fusion_methods.convex(p["dense"], p["sparse"], a, f))
+    # Document fusion: each side's candidates collapsed to documents (named by their best chunk) first.
+    for rrf_k in FUSION_GRID_K:
+        for weight in FUSION_GRID_DENSE_WEIGHTS:
+            settings[f"document rrf k={rrf_k} dense weight {weight:g}"] = (
+                lambda p, k=rrf_k, w=weight: fusion_methods.rrf(*fusion_methods.per_document(p, uri_of), k, w))
+    for share in FUSION_GRID_DENSE_SHARES:
+        settings[f"document convex min-max dense share {share:g}"] = (
+            lambda p, a=share: fusion_methods.convex(*fusion_methods.per_document(p, uri_of), a, fusion_methods.min_max))
+    uri_of.update({uri: uri for uri in set(uri_of.values())})  # document settings rank documents, named by uri
     found = {}
     for setting, fuse in settings.items():
         ranks = [first_relevant_rank([uri_of[i] for i in fuse(pair)], relevant)
@@ -350,7 +428,10 @@ def feedback_sides(searcher: Any, query: str, dense: list[tuple[str, float]], n:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus", choices=("docs", "click", "rich", "starlette", "jinja2", "httpx", "all"), default="all")
+    parser.add_argument("--corpus", choices=("docs", "click", "rich", "postgres", "starlette", "jinja2", "httpx", "all"),
+                        default="all")
+    parser.add_argument("--modes", action="store_true",
+                        help="compare the modes in chunk and document results (today's chunker only, one sync per corpus)")
     parser.add_argument("--dev", action="store_true", help="the small dev sets (for tuning) instead")
     parser.add_argument("--keep", action="store_true", help="keep the temporary corpora and Chromas")
     parser.add_argument("--fusion-grid", action="store_true",
@@ -384,6 +465,8 @@ def main() -> None:
         corpora["httpx"] = code_corpus("httpx", sets.HTTPX_SOURCE_DEV)
     else:
         corpora["rich"] = code_corpus("rich", merged(parts["rich"]))
+        corpora["postgres"] = ("postgres docs", build_postgres_docs,
+                               {need: set(pages) for need, pages in sets.POSTGRES_DOCS.items()})
     if args.corpus != "all" and args.corpus not in corpora:
         parser.error(f"{args.corpus} is a {'reported' if args.dev else 'dev'} corpus only "
                      f"({'drop' if args.dev else 'add'} --dev)")
@@ -392,6 +475,7 @@ def main() -> None:
     part_rows: list[str] = []
     hybrid_margins: dict[str, dict[str, Change]] = {}  # corpus -> single mode -> hybrid minus it, after
     grids: list[dict[str, float]] = []
+    compared: dict[str, dict[tuple[str, str], list]] = {}
     try:
         for key in (list(corpora) if args.corpus == "all" else [args.corpus]):
             label, build, queries = corpora[key]
@@ -401,6 +485,9 @@ def main() -> None:
             print(f"{label}: {documents} documents, {len(queries)} labelled queries{' (dev set)' if args.dev else ''}")
             if args.fusion_grid:
                 grids.append(fusion_grid(workdir, corpus, f"{key}-grid", queries))
+                continue
+            if args.modes:
+                compared[label] = compare_modes(workdir, corpus, f"{key}-modes", queries)
                 continue
             before, before_ranks, before_chunks = evaluate(workdir, corpus, f"{key}-before", queries, legacy=True)
             after, after_ranks, after_chunks = evaluate(workdir, corpus, f"{key}-after", queries, legacy=False)
@@ -413,6 +500,9 @@ def main() -> None:
                                      for mode in ("dense", "sparse")}
             if len(parts.get(key, ())) > 1:
                 part_rows.extend(scored_parts(label, list(queries), parts[key], before_ranks, after_ranks))
+        if compared:
+            print_mode_table(compared)
+            return
         if grids:
             print(f"\nmean MRR@{K} over the {len(grids)} dev corpora, best first:")
             means = {setting: sum(g[setting] for g in grids) / len(grids) for setting in grids[0]}

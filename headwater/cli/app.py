@@ -226,13 +226,15 @@ def _print_changes(report: SyncReport) -> None:
 def query(text: Annotated[str, typer.Argument(help="What to search for.")],
           collection: CollectionOpt = None, chroma_path: ChromaPathOpt = None,
           k: Annotated[int, typer.Option("-k", metavar="N", min=1, max=1000, help="Results to return.")] = 5,
-          mode: Annotated[str, typer.Option("--mode", metavar="MODE", help="hybrid (default), dense or sparse.")] = "hybrid",
+          mode: Annotated[str, typer.Option("--mode", metavar="MODE", help="auto (default: hybrid for a collection of "
+                                            "mostly code, dense for prose), hybrid, dense or sparse.")] = "auto",
           source: Annotated[Optional[str], typer.Option("--source", metavar="SOURCE_ID", help="Only this source id.")] = None,
           uri_prefix: Annotated[Optional[str], typer.Option("--uri-prefix", metavar="PREFIX", help="Only under this path.")] = None,
           where: Annotated[Optional[str], typer.Option("--where", metavar="JSON", help="A Chroma where filter, as JSON.")] = None,
           as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+          per_chunk: Annotated[bool, typer.Option("--per-chunk", help="The k best chunks, not the k best documents.")] = False,
           knowledge: Annotated[bool, typer.Option("--knowledge", help="Search the consolidated knowledge collection (dense).")] = False) -> None:
-    """Search the synced collection: hybrid (dense + SPLADE, fused by RRF) unless --mode says otherwise."""
+    """Search the synced collection: the k best documents, in the collection's default mode unless --mode says otherwise."""
     from headwater.retrieval.searcher import Filters, open_searcher
 
     if knowledge:
@@ -245,21 +247,36 @@ def query(text: Annotated[str, typer.Argument(help="What to search for.")],
         print_knowledge_hits(found, as_json)
         return
     try:
-        if mode not in ("dense", "sparse", "hybrid"):
-            raise ValueError(f"--mode must be dense, sparse or hybrid, not {mode!r}")
+        if mode not in ("auto", "hybrid", "dense", "sparse"):
+            raise ValueError(f"--mode must be auto, hybrid, dense or sparse, not {mode!r}")
         filters = Filters(source, uri_prefix, _where(where))
         searcher = open_searcher(cli_settings(collection, chroma_path), mode, one_off=True)  # type: ignore[arg-type]
-        hits = searcher.search(text, k=k, mode=mode, filters=filters)  # type: ignore[arg-type]
+        hits = searcher.search(text, k=k, mode=mode, filters=filters,  # type: ignore[arg-type]
+                               group_by="chunk" if per_chunk else "document")
     except (HeadwaterError, ValueError) as exc:
         fail(exc)
     if as_json:
         print(json.dumps([h.to_json() for h in hits], indent=2))
         return
     for rank, hit in enumerate(hits, 1):
-        where_found = hit.uri + (f" p.{hit.metadata['page']}" if "page" in hit.metadata else "")
-        sides = ", ".join(f"{name} #{r}" for name, r in (("dense", hit.dense_rank), ("sparse", hit.sparse_rank)) if r)
-        out.print(f"[bold]{rank}. {where_found}[/bold]  score {hit.score:.4f}  ({sides})")
-        out.print("   " + textwrap.shorten(" ".join(hit.text.split()), 300, placeholder=" …"))
+        print_hit(rank, hit)
+
+
+def print_hit(rank: int, hit: Any) -> None:
+    """One result: its place and ranks, then the chunk's context header on its own dim line, then its text."""
+    from rich.markup import escape
+
+    from headwater.pipeline.chunk import split_header
+
+    where_found = hit.uri + (f" p.{hit.metadata['page']}" if "page" in hit.metadata else "")
+    sides = ", ".join(f"{name} #{r}" for name, r in (("dense", hit.dense_rank), ("sparse", hit.sparse_rank)) if r)
+    more = getattr(hit, "matching_chunks", 1) - 1
+    also = f"  +{more} more matching chunk{'s' if more > 1 else ''}" if more > 0 else ""
+    out.print(f"[bold]{rank}. {escape(where_found)}[/bold]  score {hit.score:.4f}  ({sides}){also}")
+    header, body = split_header(hit.text, hit.uri)
+    if header:
+        out.print("   [dim]› " + escape(textwrap.shorten(" ".join(header.split()), 200, placeholder=" …")) + "[/dim]")
+    out.print("   " + escape(textwrap.shorten(" ".join(body.split()), 300, placeholder=" …")))
 
 
 def _where(raw: str | None) -> dict | None:

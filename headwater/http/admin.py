@@ -182,18 +182,21 @@ def run_fragment(request: Request, run_id: str) -> Response:
 
 
 @router.get("/search", response_class=HTMLResponse)
-def search_page(request: Request, q: str = "", mode: str = "hybrid", source_id: str = "", k: int = 10) -> Response:
+def search_page(request: Request, q: str = "", mode: str = "auto", source_id: str = "", k: int = 10,
+                group_by: str = "document") -> Response:
     from headwater.retrieval.searcher import Filters
 
     session = _session(request)
     hits, error = [], ""
+    group_by = "chunk" if group_by == "chunk" else "document"
     if q.strip():
         try:
-            hits = _svc(request).backend.search(q, max(1, min(k, 50)), mode if mode in ("hybrid", "dense", "sparse") else "hybrid",
-                                               Filters(source_id or None))
+            hits = _svc(request).backend.search(q, max(1, min(k, 50)), mode if mode in ("auto", "hybrid", "dense", "sparse") else "auto",
+                                               Filters(source_id or None), group_by)
         except Exception as exc:  # noqa: BLE001  (shown to the operator, e.g. no collection yet)
             error = str(exc)
     return _render(request, "search.html", session, q=q, mode=mode, source_id=source_id, hits=hits, error=error,
+                   group_by=group_by,
                    sources=[s.id for s in _svc(request).catalog.all()])
 
 

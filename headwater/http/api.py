@@ -246,9 +246,13 @@ def _retry(svc: Any, run_id: str) -> JSONResponse:
 # Search and status -----------------------------------------------------------------------------
 
 
-@secured.get("/search", summary="Hybrid (dense + SPLADE, RRF) search: the same results as `headwater query`")
+@secured.get("/search", summary="Search (auto: hybrid on code, dense on prose): the same results as `headwater query`")
 def search(request: Request, q: str = Query(min_length=1, max_length=2000), k: int = Query(5, ge=1, le=100),
-           mode: Literal["hybrid", "dense", "sparse"] = "hybrid", source_id: str | None = Query(None, max_length=300),
+           mode: Literal["auto", "hybrid", "dense", "sparse"] = "auto",
+           group_by: Literal["document", "chunk"] = Query(
+               "document", description="document: one hit per document with its matching chunks (k documents); "
+                                       "chunk: the k best chunks."),
+           source_id: str | None = Query(None, max_length=300),
            uri_prefix: str | None = Query(None, max_length=1000),
            where: str | None = Query(None, max_length=4000, description="A Chroma where filter, as JSON.")) -> list[dict[str, Any]]:
     from headwater.retrieval.searcher import Filters
@@ -263,7 +267,7 @@ def search(request: Request, q: str = Query(min_length=1, max_length=2000), k: i
         if not isinstance(parsed, dict) or not parsed:
             raise HTTPException(422, "where must be a non-empty JSON object")
     try:
-        hits = svc.backend.search(q, k, mode, Filters(source_id, uri_prefix, parsed))
+        hits = svc.backend.search(q, k, mode, Filters(source_id, uri_prefix, parsed), group_by)
     except ConfigurationError as exc:
         raise HTTPException(409, str(exc)) from None
     except (ValueError, TypeError, KeyError) as exc:

@@ -401,11 +401,11 @@ class EmbeddedBackend:
     def store_for(self, collection: str | None) -> Any:
         return self.engine_for(collection).store
 
-    def search(self, text: str, k: int, mode: str, filters: Any) -> list[Any]:
+    def search(self, text: str, k: int, mode: str, filters: Any, group_by: str = "document") -> list[Any]:
         """Search the collection that the filtered source writes (the default one without a source filter)."""
         collection = self.catalog.collection_of(filters.source_id)
         self.engine_for(collection)
-        return self._searchers[collection].search(text, k=k, mode=mode, filters=filters)
+        return self._searchers[collection].search(text, k=k, mode=mode, filters=filters, group_by=group_by)
 
     def queues(self) -> dict[str, Any]:
         """In-process: one queue, one worker (the sync thread)."""

@@ -181,7 +181,7 @@ class FleetBackend:
         settings = self.settings.model_copy(update={"collection": collection or self.settings.collection})
         return open_store(settings, fleet=True, create=False)
 
-    def search(self, text: str, k: int, mode: str, filters: Any) -> list[Any]:
+    def search(self, text: str, k: int, mode: str, filters: Any, group_by: str = "document") -> list[Any]:
         """Hybrid search like `headwater query`.
 
         The searcher's sparse index follows the server's write log (headwater.retrieval.write_log); only
@@ -200,7 +200,7 @@ class FleetBackend:
             elif searcher.follower is None and (stamp != fresh or searcher.store.count() != len(searcher.index)):
                 searcher.index = SparseIndex.rebuild(searcher.store.collection, None)
             self._searchers[key] = (searcher, fresh)
-        return searcher.search(text, k=k, mode=mode, filters=filters)
+        return searcher.search(text, k=k, mode=mode, filters=filters, group_by=group_by)
 
     def _freshness(self) -> int:
         """Changes whenever a run finishes (a rewritten chunk keeps the count but changes the index)."""

@@ -107,6 +107,18 @@ def _header(counter: TokenCounter, limit: int, *parts: str | None) -> tuple[str,
     return text, counter.count(text)
 
 
+def split_header(text: str, uri: str) -> tuple[str, str]:
+    """(context header, body) of a chunk's text; no header ("") where the text does not start with one.
+
+    Every header starts with its document's path, which tells a header from a first paragraph in
+    chunks made without one (the old chunker's, or another tool's records).
+    """
+    header, separator, body = text.partition(HEADER_SEPARATOR)
+    if separator and uri and header.startswith(uri):
+        return header, body
+    return "", text
+
+
 def _bounded_summary(counter: TokenCounter, summary: str | None) -> str | None:
     return counter.cut(summary, SUMMARY_TOKENS)[0] if summary else None
 

@@ -32,8 +32,18 @@ def test_sync_query_status_and_partial_failure(sample, tmp_path):
                  cwd=tmp_path)
     assert found.returncode == 0, found.stderr[-2000:]
     hits = json.loads(found.stdout)
-    assert len(hits) == 3 and {"id", "uri", "text", "score", "metadata"} <= set(hits[0])
-    assert hits[0]["uri"] == "ops/runbook.md" and "sparse_vector" not in hits[0]["metadata"]
+    assert len(hits) == 3 and {"uri", "source_id", "score", "best_chunk", "matching_chunks", "other_chunks"} <= set(hits[0])
+    assert len({h["uri"] for h in hits}) == 3  # k documents, each once
+    assert hits[0]["uri"] == "ops/runbook.md" and "sparse_vector" not in hits[0]["best_chunk"]["metadata"]
+    chunks = json.loads(_run("query", "how do I rotate the chroma token", "--chroma-path", "store", "-k", "3", "--json",
+                             "--per-chunk", cwd=tmp_path).stdout)
+    assert len(chunks) == 3 and {"id", "uri", "text", "score", "metadata"} <= set(chunks[0])
+
+    shown = _run("query", "how do I rotate the chroma token", "--chroma-path", "store", "-k", "1", cwd=tmp_path)
+    lines = shown.stdout.splitlines()
+    # The chunk's context header on a line of its own, marked, and the chunk's text on the next.
+    assert lines[0].startswith("1. ops/runbook.md") and lines[1].startswith("   › ops/runbook.md"), shown.stdout
+    assert lines[2].startswith("   ") and not lines[2].lstrip().startswith(("›", "ops/runbook.md")), shown.stdout
 
     status = _run("status", "--chroma-path", "store", "--json", cwd=tmp_path)
     counts = json.loads(status.stdout)[str(sample.resolve())]

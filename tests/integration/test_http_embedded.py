@@ -158,14 +158,93 @@ def test_search_returns_what_headwater_query_returns(serve):
         assert cli.returncode == 0, cli.stderr
         expected = json.loads(cli.stdout)
         got = hits.json()
-        assert [(h["id"], h["dense_rank"], h["sparse_rank"]) for h in got] == \
-               [(h["id"], h["dense_rank"], h["sparse_rank"]) for h in expected]
+        assert [(h["uri"], h["best_chunk"]["id"], h["dense_rank"], h["sparse_rank"]) for h in got] == \
+               [(h["uri"], h["best_chunk"]["id"], h["dense_rank"], h["sparse_rank"]) for h in expected]
         assert got and pytest.approx([h["score"] for h in expected]) == [h["score"] for h in got]
     top = serve.api.get("/api/v1/search", params={"q": "rotate the Chroma token", "source_id": "searchable"}).json()
-    assert top and all(h["metadata"]["source_id"] == "searchable" for h in top)
+    assert top and all(h["source_id"] == h["best_chunk"]["metadata"]["source_id"] == "searchable" for h in top)
     for bad in ({"q": ""}, {"q": "x", "k": 0}, {"q": "x", "mode": "fuzzy"}, {"q": "x", "where": "{not json"},
                 {"q": "x", "where": '{"$bogus": 1}'}):
         assert serve.api.get("/api/v1/search", params=bad).status_code == 422, bad
+
+
+def write_handbook(folder: Path) -> Path:
+    """Three documents of several sections each, all about the same few topics: every document has
+    several chunks that match a query, so grouping by document changes what a search returns."""
+    folder.mkdir(parents=True, exist_ok=True)
+    topics = ["rotating the Chroma token", "restoring a backup", "tuning the SPLADE encoder", "onboarding engineers"]
+    for n, name in enumerate(("operations", "security", "platform")):
+        sections = []
+        for m in range(6):
+            topic = topics[(n + m) % len(topics)]
+            words = " ".join(f"In step {s} of {topic}, the {name} team checks the proxy, the token and the logs "
+                             f"before it moves on to the next step." for s in range(12))
+            sections.append(f"## Section {m}: {topic}\n\n{words}\n")
+        (folder / f"{name}.md").write_text(f"# The {name} handbook\n\n" + "\n".join(sections), encoding="utf-8")
+    return folder
+
+
+@pytest.mark.timeout(240)
+def test_every_surface_returns_the_same_documents_in_the_same_order(serve):
+    import re
+
+    folder = write_handbook(serve.work / "manuals")
+    added = serve.api.post("/api/v1/sources", json=folder_source("manuals", folder))
+    assert added.status_code == 201, added.text
+    serve.wait_for_run(serve.api.post("/api/v1/sources/manuals/runs").json()["run_id"])
+    query = "rotate the Chroma token at the proxy"
+    python_api = ("import json, sys, headwater\n"
+                  "hits = headwater.search(sys.argv[1], k=3, mode=sys.argv[2], source_id='manuals')\n"
+                  "print(json.dumps([h.to_json() for h in hits]))")
+    for mode in ("auto", "hybrid", "dense", "sparse"):
+        api = serve.api.get("/api/v1/search", params={"q": query, "k": 3, "mode": mode, "source_id": "manuals"})
+        assert api.status_code == 200, api.text
+        documents = [(h["source_id"], h["uri"]) for h in api.json()]
+        assert sorted(documents) == [("manuals", f"{n}.md") for n in ("operations", "platform", "security")], mode
+        # Each document carries its best chunk and its other matching chunks, several of them here.
+        assert all(h["best_chunk"]["uri"] == h["uri"] and h["matching_chunks"] >= 1 + len(h["other_chunks"])
+                   for h in api.json())
+        assert any(h["other_chunks"] for h in api.json()), mode
+        cli = subprocess.run([sys.executable, "-m", "headwater.cli", "query", query, "-k", "3", "--mode", mode,
+                              "--source", "manuals", "--json"], env=serve.env, cwd=serve.work, capture_output=True,
+                             text=True, timeout=120)
+        assert cli.returncode == 0, cli.stderr
+        assert [(h["source_id"], h["uri"]) for h in json.loads(cli.stdout)] == documents, mode
+        assert [h["best_chunk"]["id"] for h in json.loads(cli.stdout)] == [h["best_chunk"]["id"] for h in api.json()]
+        python = subprocess.run([sys.executable, "-c", python_api, query, mode], env=serve.env, cwd=serve.work,
+                                capture_output=True, text=True, timeout=120)
+        assert python.returncode == 0, python.stderr
+        assert [(h["source_id"], h["uri"]) for h in json.loads(python.stdout)] == documents
+
+    browser = httpx.Client(base_url=serve.url, timeout=60)
+    try:
+        assert browser.post("/admin/login", data={"token": TOKEN, "next": "/admin"}).status_code == 303
+        page = browser.get("/admin/search", params={"q": query, "k": 3, "source_id": "manuals"})
+        assert page.status_code == 200
+        shown = re.findall(r'<div class="hit-head"><code>([^<]*)</code> · <strong>([^<]*)</strong>', page.text)
+        api = serve.api.get("/api/v1/search", params={"q": query, "k": 3, "source_id": "manuals"}).json()
+        assert shown == [(h["source_id"], h["uri"]) for h in api]
+        for hit in api:  # the page lists each document's matching chunks
+            for chunk in [hit["best_chunk"], *hit["other_chunks"]]:
+                assert f'data-chunk-id="{chunk["id"]}"' in page.text
+        chunks_page = browser.get("/admin/search", params={"q": query, "k": 5, "source_id": "manuals",
+                                                           "group_by": "chunk"})
+        assert len(re.findall(r'<div class="hit-head">', chunks_page.text)) == 5 and "data-chunk-id" not in chunks_page.text
+    finally:
+        browser.close()
+
+    # Chunks stay available: more than one chunk of the same document among the k best.
+    chunks = serve.api.get("/api/v1/search", params={"q": query, "k": 6, "source_id": "manuals",
+                                                     "group_by": "chunk"}).json()
+    assert len(chunks) == 6 and all("text" in h and "best_chunk" not in h for h in chunks)
+    assert len({h["uri"] for h in chunks}) < 6
+    cli = subprocess.run([sys.executable, "-m", "headwater.cli", "query", query, "-k", "6", "--source", "manuals",
+                          "--per-chunk", "--json"], env=serve.env, cwd=serve.work, capture_output=True, text=True,
+                         timeout=120)
+    assert cli.returncode == 0, cli.stderr
+    assert [h["id"] for h in json.loads(cli.stdout)] == [h["id"] for h in chunks]
+    assert serve.api.get("/api/v1/search", params={"q": query, "group_by": "page"}).status_code == 422
+    serve.api.delete("/api/v1/sources/manuals").raise_for_status()
 
 
 @pytest.mark.timeout(300)
@@ -257,7 +336,7 @@ def test_dashboard_login_and_csrf_protected_forms_in_embedded_mode(serve):
         run_id = added.headers["location"].split("/admin/runs/")[1].split("?")[0]
         assert serve.wait_for_run(run_id)["status"] == "complete"
         assert "complete" in browser.get(f"/admin/fragments/runs/{run_id}").text
-        search = browser.get("/admin/search", params={"q": "rotating the Chroma token"})
+        search = browser.get("/admin/search", params={"q": "rotating the Chroma token", "mode": "hybrid"})
         assert search.status_code == 200 and "dense #" in search.text and "sparse #" in search.text
         assert browser.get("/admin/stats.json").json()["queue_depth"]
         assert browser.get("/openapi.json").status_code == 200  # the session also opens the API docs

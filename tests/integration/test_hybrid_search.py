@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 import headwater
-from headwater.retrieval.searcher import DENSE_WEIGHT, RRF_K, SPARSE_WEIGHT, Filters
+from headwater.retrieval.searcher import DENSE_WEIGHT, RRF_K, SPARSE_WEIGHT, Filters, kind_of_collection
 from headwater.retrieval.sparse_index import SparseIndex
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -84,12 +84,47 @@ def test_filters_apply_on_both_sides(harness, sample, make_harness, tmp_path):
 
 def test_hybrid_hits_report_each_sides_rank(harness):
     harness.sync()
-    hits = harness.searcher().search("rotate the chroma token", k=5)
+    searcher = harness.searcher()
+    hits = searcher.search("rotate the chroma token", k=5, mode="hybrid")
     assert hits[0].uri == "ops/runbook.md"
     assert hits[0].dense_rank == 1 and hits[0].sparse_rank == 1
     # Ranked first on both sides: the default weights over the default constant plus rank 1.
     assert hits[0].score == pytest.approx((DENSE_WEIGHT + SPARSE_WEIGHT) / (RRF_K + 1))
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    assert len({(h.source_id, h.uri) for h in hits}) == len(hits)  # each document once
+    chunks = searcher.search("rotate the chroma token", k=5, mode="hybrid", group_by="chunk")
+    assert chunks[0].dense_rank == 1 and chunks[0].sparse_rank == 1
+    assert chunks[0].score == pytest.approx((DENSE_WEIGHT + SPARSE_WEIGHT) / (RRF_K + 1))
+
+
+def test_a_document_hit_holds_its_matching_chunks_best_first(harness):
+    harness.sync()
+    searcher = harness.searcher()
+    chunks = searcher.search("rotate the chroma token", k=50, mode="hybrid", group_by="chunk")
+    documents = searcher.search("rotate the chroma token", k=50, mode="hybrid")
+    for document in documents:
+        mine = [c.id for c in chunks if (c.metadata["source_id"], c.uri) == (document.source_id, document.uri)]
+        # Its chunks in the order chunk results give them (the same fusion), the best one first.
+        assert [document.best_chunk.id] + [c.id for c in document.other_chunks] == mine[:1 + len(document.other_chunks)]
+        assert document.matching_chunks >= len(mine)
+    # Documents in the order of their best chunks among the chunk results.
+    assert [d.uri for d in documents] == list(dict.fromkeys(c.uri for c in chunks))[:len(documents)]
+
+
+def test_the_default_mode_is_hybrid_for_code_and_dense_for_prose(harness, sample):
+    assert kind_of_collection(["a.py", "b.go", "README.md"]) == "hybrid"
+    assert kind_of_collection(["a.md", "b.html", "tool.py"]) == "dense"
+    assert kind_of_collection([]) == "dense"
+    harness.sync()
+    searcher = harness.searcher()
+    assert searcher.default_mode() == "dense"  # the sample is Markdown, HTML, CSV and text
+    assert [h.to_json() for h in searcher.search("rotate the chroma token", k=3)] == \
+           [h.to_json() for h in searcher.search("rotate the chroma token", k=3, mode="dense")]
+    prose = len([p for p in sample.rglob("*") if p.is_file()])
+    for n in range(prose + 1):  # now mostly code: auto turns hybrid once the index holds it
+        (sample / f"tool_{n}.py").write_text(f"def rotate_token_{n}(proxy):\n    return proxy.rotate()\n")
+    harness.sync()
+    assert searcher.default_mode() == "hybrid"
 
 
 def test_python_api_matches_the_searcher(harness):
