@@ -34,7 +34,7 @@ from connectors.folder import FolderConnector
 from connectors.git import GitConnector
 from connectors.s3 import S3Connector
 from connectors.web import WebConnector
-from headwater import chroma_store as ckeys
+from headwater.store import chroma_store as ckeys
 from headwater.fleet.context import local_target
 from headwater.fleet.enqueue import enqueue_sync
 from headwater.store.sparse_codec import decode_sparse
