@@ -141,6 +141,8 @@ def test_operator_adds_a_source_watches_it_retries_a_failure_and_searches(fleet_
     page.keyboard.press("Enter")
     page.wait_for_url("**/admin/search?**")
     expect(page.locator("#hits li").first).to_contain_text("note-")
+    expect(page.locator("#hits li").first).to_contain_text("dense #")  # auto: dense on a collection of prose
+    page.goto(page.url + "&mode=hybrid")
     expect(page.locator("#hits li").first).to_contain_text("dense #")
     expect(page.locator("#hits li").first).to_contain_text("sparse #")
     shot(page, tmp_path, "4-search")
