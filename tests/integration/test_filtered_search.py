@@ -153,7 +153,7 @@ def test_equally_near_records_rank_by_id_in_every_process(tmp_path):
     hits = filtered_dense_search(store.collection, shared.tolist(), 5, None)
     assert [record_id for record_id, _ in hits] == ["t00", "t01", "t02", "t03", "t04"]
     other_process = subprocess.run(
-        [sys.executable, "-c", "import sys, json, numpy as np; from headwater.store.chroma_store import ChromaStore; "
+        [sys.executable, "-c", "import sys, json, numpy as np; from headwater.pipeline.stores import open_store; "
          "from headwater.retrieval.filtered_dense import filtered_dense_search; from headwater.settings import Settings; "
          f"s = open_store(Settings(chroma_path={str(tmp_path / 'chroma')!r}, collection='ties'), "
          "create=False); print(json.dumps([i for i, _ in filtered_dense_search(s.collection, "
