@@ -125,7 +125,7 @@ def test_pushes_are_synced_replays_and_other_refs_ignored_force_push_reconciled(
     assert run["status"] == "complete" and run["indexed"] == 3 and run["deleted"] == 1, run
     assert documents(serve, "handbook") == set(repo.files()) == {"README.md", "docs/tuning.md", "ops/backup.md"}
     hits = serve.api.get("/api/v1/search", params={"q": "how often to rotate the Chroma token", "k": 1,
-                                                   "source_id": "handbook"}).json()
+                                                   "source_id": "handbook", "group_by": "chunk"}).json()
     assert hits[0]["uri"] == "README.md" and hits[0]["metadata"]["commit"] == after, hits
 
     # A redelivery (same X-GitHub-Delivery) or a replay of the same bytes does nothing.
@@ -232,7 +232,7 @@ def test_a_push_is_answered_while_its_fetch_is_still_held(gated_serve):
     run = serve.wait_for_run(run_id, 240)
     assert run["status"] == "complete" and run["indexed"] == 1, run
     hits = serve.api.get("/api/v1/search", params={"q": "a page that waits at the gate", "k": 1,
-                                                   "source_id": "gated"}).json()
+                                                   "source_id": "gated", "group_by": "chunk"}).json()
     assert hits and hits[0]["uri"] == "docs/held.md" and hits[0]["metadata"]["commit"] == after, hits
 
 

@@ -95,8 +95,10 @@ def test_trigger_failed_document_retry_and_search_through_the_fleet(fleet_serve)
     assert set(queues) >= {"headwater.sync", "headwater.embed.dense"}
     wait_until(lambda: all(q["workers"] for q in serve.api.get("/api/v1/queues").json().values()), 30, "workers listed")
 
-    hits = serve.api.get("/api/v1/search", params={"q": "rotate the Chroma token", "k": 4}).json()
-    cli = subprocess.run([sys.executable, "-m", "headwater.cli", "query", "rotate the Chroma token", "-k", "4", "--json"],
+    hits = serve.api.get("/api/v1/search", params={"q": "rotate the Chroma token", "k": 4, "mode": "hybrid",
+                                                   "group_by": "chunk"}).json()
+    cli = subprocess.run([sys.executable, "-m", "headwater.cli", "query", "rotate the Chroma token", "-k", "4", "--json",
+                          "--mode", "hybrid", "--per-chunk"],
                          env=serve.env, cwd=serve.work, capture_output=True, text=True, timeout=120)
     assert cli.returncode == 0, cli.stderr
     assert [(h["id"], h["dense_rank"], h["sparse_rank"]) for h in hits] == \
