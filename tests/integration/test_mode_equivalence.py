@@ -19,7 +19,6 @@ object: moto refuses reads only once IAM is enforced, for every client at once (
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -40,7 +39,7 @@ from headwater.fleet.enqueue import enqueue_sync
 from headwater.store.sparse_codec import decode_sparse
 from tests.git_repos import Repository
 from tests.integration.fleet_harness import _AS_USER, FleetProcesses
-from tests.services import chroma_server, moto_server, redis_server
+from tests.services import aws_test_credentials, chroma_server, moto_server, redis_server
 from tests.web_site import Site, serve
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -91,28 +90,19 @@ class EmbeddedExecutor:
 @pytest.fixture(scope="module")
 def modes(tmp_path_factory):
     root = tmp_path_factory.mktemp("modes")
-    saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")}
-    os.environ.update({"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "AWS_DEFAULT_REGION": "us-east-1"})
-    try:
-        with moto_server(root) as endpoint, redis_server(root) as redis_url, chroma_server(root) as (host, port):
-            fleet = FleetProcesses(redis_url, host, port, root)
-            fleet.env["HEADWATER_GIT_CACHE_DIR"] = str(root / "worker-git-cache")
-            fleet.start_worker(concurrency=2)
-            fleet.start_beat()
-            env = {k: v for k, v in fleet.env.items() if not k.startswith("HEADWATER_")}
-            embedded = EmbeddedExecutor(root, env)
-            try:
-                yield Modes(root, fleet, embedded, endpoint)
-            finally:
-                embedded.stop()
-                fleet.stop()
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+    with aws_test_credentials(), moto_server(root) as endpoint, redis_server(root) as redis_url, \
+            chroma_server(root) as (host, port):
+        fleet = FleetProcesses(redis_url, host, port, root)
+        fleet.env["HEADWATER_GIT_CACHE_DIR"] = str(root / "worker-git-cache")
+        fleet.start_worker(concurrency=2)
+        fleet.start_beat()
+        env = {k: v for k, v in fleet.env.items() if not k.startswith("HEADWATER_")}
+        embedded = EmbeddedExecutor(root, env)
+        try:
+            yield Modes(root, fleet, embedded, endpoint)
+        finally:
+            embedded.stop()
+            fleet.stop()
 
 
 class Modes:

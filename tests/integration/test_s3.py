@@ -28,7 +28,7 @@ from headwater.fleet.context import local_target
 from headwater.fleet.enqueue import enqueue_changes
 from tests.integration.fleet_harness import FleetProcesses
 from tests.integration.http_harness import ServeProcess
-from tests.services import chroma_server, moto_server, redis_server, wait_until
+from tests.services import aws_test_credentials, chroma_server, moto_server, redis_server, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 SECRET = "moto-secret-key-do-not-log-4f9a"
@@ -39,18 +39,9 @@ GUIDE = b"# Rotating the token\n\nRotate the deployment token every ninety days 
 def aws(tmp_path_factory):
     """moto on a free port; AWS_* in this process's environment (and so in every subprocess it starts)."""
     root = tmp_path_factory.mktemp("moto")
-    saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")}
-    os.environ.update({"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": SECRET, "AWS_DEFAULT_REGION": "us-east-1"})
-    try:
-        with moto_server(root) as endpoint:
-            kw = {"endpoint_url": endpoint, "region_name": "us-east-1"}
-            yield {"endpoint": endpoint, "s3": boto3.client("s3", **kw), "sqs": boto3.client("sqs", **kw), "root": root}
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+    with aws_test_credentials(SECRET), moto_server(root) as endpoint:
+        kw = {"endpoint_url": endpoint, "region_name": "us-east-1"}
+        yield {"endpoint": endpoint, "s3": boto3.client("s3", **kw), "sqs": boto3.client("sqs", **kw), "root": root}
 
 
 def new_bucket(aws, name: str, notify: bool = True) -> str | None:
