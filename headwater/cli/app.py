@@ -258,6 +258,10 @@ def query(text: Annotated[str, typer.Argument(help="What to search for.")],
     if as_json:
         print(json.dumps([h.to_json() for h in hits], indent=2))
         return
+    if mode == "auto":  # on stderr, so piped results stay results: which mode answered, and why
+        chosen = searcher.default_mode()
+        kind = "mostly source code" if chosen == "hybrid" else "mostly prose"
+        err.print(f"mode auto: {chosen} (this collection is {kind}; --mode picks another)", style="dim")
     for rank, hit in enumerate(hits, 1):
         print_hit(rank, hit)
 

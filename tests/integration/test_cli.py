@@ -44,6 +44,9 @@ def test_sync_query_status_and_partial_failure(sample, tmp_path):
     # The chunk's context header on a line of its own, marked, and the chunk's text on the next.
     assert lines[0].startswith("1. ops/runbook.md") and lines[1].startswith("   › ops/runbook.md"), shown.stdout
     assert lines[2].startswith("   ") and not lines[2].lstrip().startswith(("›", "ops/runbook.md")), shown.stdout
+    # auto says on stderr which mode it chose for this collection (the sample is prose: dense).
+    assert "mode auto: dense (this collection is mostly prose" in shown.stderr, shown.stderr
+    assert "mode auto" not in found.stderr  # --json output stays machine-readable and quiet
 
     status = _run("status", "--chroma-path", "store", "--json", cwd=tmp_path)
     counts = json.loads(status.stdout)[str(sample.resolve())]
