@@ -97,6 +97,10 @@ def parse_document(uri: str, data: bytes, mime_type: str | None = None) -> Parse
             if suffix not in _TEXT_FALLBACK_FORMATS:
                 raise
             return _as_plain_text(data, suffix, f"the {exc.fmt} parser failed ({exc.detail})", exc)
+        if suffix in (".html", ".htm"):
+            lossless = _html_kept_whole(data, elements)
+            if lossless is not None:
+                return lossless
         mime, parser = UNSTRUCTURED_TYPES[suffix], "unstructured"
         if suffix in _TEXT_FALLBACK_FORMATS and not any(e.text.strip() for e in elements):
             # Markdown of nothing but HTML comments renders to nothing, yet its text is what a reader searches.
@@ -127,6 +131,21 @@ def _as_plain_text(data: bytes, suffix: str, problem: str, failure: PermanentDoc
         raise failure
     return ParsedDocument(elements=elements, mime_type=UNSTRUCTURED_TYPES[suffix], parser="text",
                           warnings=(f"{problem}; its text was indexed as plain text",))
+
+
+def _html_kept_whole(data: bytes, elements: list[Element]) -> ParsedDocument | None:
+    """None when unstructured kept the file's visible text; else that text line by line, with a warning."""
+    from headwater.pipeline.html_text import MIN_WORD_COVERAGE, visible_lines, word_coverage
+
+    lines = visible_lines(data)
+    coverage = word_coverage(" ".join(e.text for e in elements), lines)
+    if coverage >= MIN_WORD_COVERAGE:
+        return None
+    return ParsedDocument(
+        elements=[Element(text=line, kind="Lines", line=n) for n, line in enumerate(lines, start=1)],
+        mime_type=UNSTRUCTURED_TYPES[".html"], parser="text",
+        warnings=(f"the HTML parser kept only {coverage:.0%} of the page's visible words (broken nesting?); "
+                  "its visible text was indexed line by line",))
 
 
 WEB_PAGE_TYPES = frozenset({"text/html", "application/xhtml+xml"})

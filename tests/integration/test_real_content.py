@@ -17,11 +17,16 @@ import pytest
 from connectors.folder import FolderConnector
 from connectors.git import GitConnector
 from tests.git_repos import Repository
-from tests.real_files import PR_TEMPLATE, PR_TEMPLATE_PHRASE, build_corpus
+from tests.real_files import BROKEN_HTML_LAST_PHRASE, PR_TEMPLATE, PR_TEMPLATE_PHRASE, build_corpus
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 TEMPLATE = ".github/pull_request_template.md"
+BROKEN_PAGE = "site/release-notes.html"
+
+
+def _texts_of(collection, uri: str) -> list[str]:  # noqa: ANN001
+    return collection.get(where={"uri": uri}, include=["documents"])["documents"]
 
 
 def _template_repository(root: Path) -> Repository:
@@ -53,6 +58,9 @@ def test_real_files_are_indexed_or_skipped_with_a_reason_embedded(tmp_path, make
     assert set(report.warnings) <= set(records)
     hits = h.searcher().search(PR_TEMPLATE_PHRASE, k=3)
     assert hits and hits[0].uri == TEMPLATE, [hit.uri for hit in hits]
+    # The broken HTML's last paragraph, which unstructured's HTML partitioner drops, is indexed too.
+    assert "visible words" in report.warnings[BROKEN_PAGE]
+    assert any(BROKEN_HTML_LAST_PHRASE in text for text in _texts_of(h.store.collection, BROKEN_PAGE))
     for path in ("docs/backups.md", "site/release-notes.html", "mail/capacity.eml", "office/review.docx",
                  "office/roadmap.pptx"):
         assert path in records, (path, report.skipped.get(path))
@@ -65,8 +73,7 @@ def test_the_real_repository_case_syncs_complete_through_a_git_source_embedded(t
     report = h.engine.sync(connector)
     assert report.failed == {} and report.added == 2, report
     assert "xpath" in report.warnings[TEMPLATE] or "MD parser" in report.warnings[TEMPLATE]
-    texts = h.store.collection.get(where={"uri": TEMPLATE}, include=["documents"])["documents"]
-    assert any(PR_TEMPLATE_PHRASE in text for text in texts)
+    assert any(PR_TEMPLATE_PHRASE in text for text in _texts_of(h.store.collection, TEMPLATE))
 
 
 @pytest.fixture(scope="module")
@@ -110,3 +117,6 @@ def test_real_files_are_indexed_or_skipped_with_a_reason_in_the_fleet(fleet_proc
     _assert_each_indexed_or_skipped(files, indexed, run.skipped, run.errors)
     assert run.status.value == "complete", run.to_json()
     assert TEMPLATE in run.warnings and set(run.warnings) <= indexed
+    assert "visible words" in run.warnings[BROKEN_PAGE]
+    texts = [text for text, metadata in fleet_processes.records("real-files").values() if metadata["uri"] == BROKEN_PAGE]
+    assert any(BROKEN_HTML_LAST_PHRASE in text for text in texts)

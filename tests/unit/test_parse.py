@@ -73,6 +73,27 @@ def test_a_github_template_of_html_comments_is_indexed_as_text_with_the_parsers_
     assert len(parsed.warnings) == 1 and "MD parser" in parsed.warnings[0] and "plain text" in parsed.warnings[0]
 
 
+def test_html_with_broken_nesting_keeps_every_visible_line_with_a_warning():
+    # unstructured keeps the first two blocks of this page and silently drops the rest; a reader
+    # searching for the last paragraph must still find it, and the report says what happened.
+    from tests.real_files import BROKEN_HTML, BROKEN_HTML_LAST_PHRASE
+
+    parsed = parse_document("site/release-notes.html", BROKEN_HTML.encode())
+    texts = [e.text for e in parsed.elements]
+    assert parsed.parser == "text" and parsed.mime_type == "text/html"
+    for line in ("Stray paragraph inside the table", "first item", "second item"):
+        assert line in texts, texts
+    assert any(BROKEN_HTML_LAST_PHRASE in text for text in texts), texts
+    assert len(parsed.warnings) == 1 and "visible words" in parsed.warnings[0], parsed.warnings
+
+
+def test_well_formed_html_stays_with_the_rich_parser():
+    page = b"<html><body><h1>Backups</h1><p>Take a snapshot nightly.</p><ul><li>keep seven</li></ul></body></html>"
+    parsed = parse_document("backups.html", page)
+    assert parsed.parser == "unstructured" and parsed.warnings == ()
+    assert [e.text for e in parsed.elements] == ["Backups", "Take a snapshot nightly.", "keep seven"]
+
+
 def test_a_document_that_parses_has_no_warnings():
     parsed = parse_document("guide.md", b"# Guide\n\nInstall it with pip.\n")
     assert parsed.parser == "unstructured" and parsed.warnings == ()
