@@ -91,6 +91,23 @@ def test_every_repository_path_the_docs_name_exists():
     assert not missing, "the docs name paths that do not exist:\n" + "\n".join(missing)
 
 
+def test_the_layout_names_every_package_and_only_real_ones():
+    """docs/architecture.md's Layout: each top-level folder and each group of the core, no more, no less."""
+    import re
+
+    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    block = page.split("## Layout", 1)[1].split("```", 2)[1]
+    named = re.findall(r"^( {0,2})([\w./-]+/) ", block, flags=re.MULTILINE)
+    top = {name.split("/")[0] for indent, name in named if not indent}
+    core = {name.rstrip("/") for indent, name in named if indent}
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    folders = {path.split("/")[0] for path in tracked if "/" in path and not path.startswith(".")}
+    groups = {path.split("/")[1] for path in tracked if path.startswith("headwater/") and path.count("/") == 2
+              and path.endswith("/__init__.py")}
+    assert top == folders, f"layout lists {sorted(top - folders)} that are not folders, lacks {sorted(folders - top)}"
+    assert core == groups, f"layout lists {sorted(core - groups)} that are not core groups, lacks {sorted(groups - core)}"
+
+
 def test_every_toml_example_is_a_valid_headwater_toml(tmp_path):
     """A reader copies these into headwater.toml: each must parse, and its sources and collections must load."""
     import re
