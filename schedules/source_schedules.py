@@ -9,6 +9,7 @@ queued behind the next one, so an outage never leaves a pile of runs behind it.
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -135,14 +136,22 @@ def delete_entry(app: Any, source_id: str) -> None:
 def next_run_at(app: Any, source_id: str) -> float | None:
     """When beat will next fire the source's entry (epoch seconds), if it has one.
 
-    Read from the schedule's sorted set, whose score is the due time beat itself acts on. (An
-    entry's `due_at` is not: it adds the time remaining as of now to the last run, so it drifts
-    into the past as a period goes by.)
+    Beat looks at an entry once its score in the schedule's sorted set is due, and fires it when the
+    entry's schedule says so. The score is the truth of when beat looks (an entry's `due_at` is not:
+    it adds the time remaining as of now to the last run, so it drifts into the past as a period goes
+    by), but redbeat writes it truncated to the second, and a hair early: a cron entry due at 03:00:00
+    scores 02:59:59. The schedule's remaining time from the last run, counted from now, gives the
+    exact moment back; it is never earlier than the score, since beat does not look before then.
     """
     from redbeat.schedulers import ensure_conf, get_redis
 
     score = get_redis(app).zscore(ensure_conf(app).schedule_key, _key(app, source_id))
-    return float(score) if score is not None and score >= 0 else None
+    if score is None or score < 0:
+        return None
+    entry = _entry(app, source_id)
+    if entry is None or entry.last_run_at is None:
+        return float(score)
+    return max(float(score), time.time() + entry.schedule.remaining_estimate(entry.last_run_at).total_seconds())
 
 
 def _entry(app: Any, source_id: str) -> Any | None:

@@ -23,6 +23,10 @@ def start(settings: Settings, name: str, queues: list[str], concurrency: int) ->
 
     registry = WorkerRegistry(redis_client(settings))
     _worker.update(name=name, registry=registry)
+    try:  # before the pool forks, so that no step of this worker is cleared with its predecessor's
+        registry.started(name)
+    except Exception as exc:  # noqa: BLE001  (Redis not reachable: a killed predecessor's steps stay listed)
+        log.warning("could not clear the steps a previous worker named %s left (%s)", name, type(exc).__name__)
     started_at, stop = time.time(), threading.Event()
     beating: list[threading.Thread] = []
 

@@ -521,11 +521,20 @@ class StateMachine:
 
     def stalled(self, run_id: str) -> list[tuple[str, str, float]]:
         """(step, uri, when its lease expired) of the run's steps whose holder stopped renewing (a lost worker)."""
+        return [step for step, held in self._overdue(run_id) if held]
+
+    def unsent(self, run_id: str) -> list[tuple[str, str, float]]:
+        """(step, uri, when it was due to start) of the run's steps queued but never taken in time: no worker
+        held them (their message was lost, or the worker that was to send it died first); re-sent like stalled ones."""
+        return [step for step, held in self._overdue(run_id) if not held]
+
+    def _overdue(self, run_id: str) -> list[tuple[tuple[str, str, float], bool]]:
         prefix = run_id + keys.SEP
-        return [(*keys.split_member(member)[1:], float(score))
-                for member, score in ((_text(m), s) for m, s in
-                                      self.redis.zrangebyscore(keys.LEASES, "-inf", time.time(), withscores=True))
-                if member.startswith(prefix)]
+        overdue = [(member, float(score)) for member, score in ((_text(m), s) for m, s in
+                   self.redis.zrangebyscore(keys.LEASES, "-inf", time.time(), withscores=True))
+                   if member.startswith(prefix)]
+        holders = self.redis.hmget(keys.HOLDERS, [m for m, _ in overdue]) if overdue else []
+        return [((*keys.split_member(m)[1:], at), holder is not None) for (m, at), holder in zip(overdue, holders)]
 
     def expired(self, limit: int = 1000) -> list[str]:
         return [_text(m) for m in self.redis.zrangebyscore(keys.LEASES, "-inf", time.time(), start=0, num=limit)]

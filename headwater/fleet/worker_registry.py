@@ -29,6 +29,11 @@ class WorkerRegistry:
         self.redis.hset(keys.WORKERS, name, json.dumps({"queues": queues, "concurrency": concurrency,
                                                         "started_at": started_at, "last_seen": time.time()}))
 
+    def started(self, name: str) -> None:
+        """A worker of this name is starting: steps recorded under the name are a predecessor's, one that was
+        killed before it could clear them (a restarted pod keeps its name), and no pool process runs them."""
+        self.redis.delete(keys.worker_steps(name))
+
     def stopped(self, name: str) -> None:
         """This worker is shutting down on purpose (not lost)."""
         raw = self.redis.hget(keys.WORKERS, name)

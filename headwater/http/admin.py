@@ -24,8 +24,9 @@ def _when(ts: float | None) -> str:
     if not ts:
         return "—"
     delta = time.time() - ts
-    if abs(delta) < 60:
-        return "just now" if delta >= 0 else "in <1 min"
+    if abs(delta) < 60:  # in seconds: a worker last seen 50 s ago has not been seen "just now"
+        seconds = int(abs(delta))
+        return "just now" if seconds < 2 else f"{seconds} s ago" if delta >= 0 else f"in {seconds} s"
     minutes = int(abs(delta) // 60)
     text = f"{minutes} min" if minutes < 120 else f"{minutes // 60} h"
     return f"{text} ago" if delta >= 0 else f"in {text}"

@@ -137,6 +137,9 @@ class FleetBackend:
             every = self.settings.sweep_interval_seconds
             view["stalled"] = [{"step": step, "uri": uri, "lease_expired_at": at, "redrive_by": at + every}
                                for step, uri, at in self.fleet.state.stalled(run_id)]
+            # Steps queued but never taken in time: no worker held them, so no lost worker is to blame.
+            view["unsent"] = [{"step": step, "uri": uri, "due_at": at, "redrive_by": at + every}
+                              for step, uri, at in self.fleet.state.unsent(run_id)]
         return view
 
     def list_runs(self, limit: int = 50, source_id: str | None = None) -> list[dict[str, Any]]:

@@ -44,10 +44,13 @@ class FleetProcesses:
         return process
 
     def start_worker(self, name: str = "worker", concurrency: int = 1, queues: str | None = None,
-                     pool: str | None = None) -> subprocess.Popen:
-        """A worker serving `queues` (default: all) with `concurrency` processes, or threads with pool="threads"."""
+                     pool: str | None = None, fleet_name: str | None = None) -> subprocess.Popen:
+        """A worker serving `queues` (default: all) with `concurrency` processes, or threads with pool="threads".
+
+        `name` is the harness's handle (and log file); `fleet_name` the worker's `--name` in the fleet
+        (default: headwater-PID@HOST, a new one at every start)."""
         return self._start(name, "worker", "-c", str(concurrency), *(["--queues", queues] if queues else []),
-                           *(["--pool", pool] if pool else []))
+                           *(["--pool", pool] if pool else []), *(["--name", fleet_name] if fleet_name else []))
 
     def start_beat(self) -> subprocess.Popen:
         return self._start("beat", "beat", "--schedule-file", str(self.logs / "beat-schedule"))
@@ -77,7 +80,27 @@ class FleetProcesses:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=30)
 
+    def stop_one(self, name: str) -> None:
+        """Stop one process on purpose (SIGTERM, as a deploy does), waiting for it to exit."""
+        process = self.processes.pop(name)
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=30)
+
+    def pause(self, name: str) -> None:
+        """Freeze a process (SIGSTOP): it holds what it holds and does nothing until resumed."""
+        os.killpg(self.processes[name].pid, signal.SIGSTOP)
+
+    def resume(self, name: str) -> None:
+        os.killpg(self.processes[name].pid, signal.SIGCONT)
+
     def stop(self) -> None:
+        for process in self.processes.values():  # a paused process cannot act on SIGTERM
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGCONT)
         for process in self.processes.values():
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGTERM)

@@ -49,6 +49,14 @@ class ServeProcess:
     def stop(self) -> None:
         self.api.close()
         self.anonymous.close()
+        self._end_process()
+
+    def restart(self) -> None:
+        """Stop serve and start it again on the same port and environment, as a redeploy does."""
+        self._end_process()
+        self.start()
+
+    def _end_process(self) -> None:
         if self.process and self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGTERM)
             try:

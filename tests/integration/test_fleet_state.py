@@ -319,6 +319,18 @@ def test_a_step_whose_holder_stopped_renewing_shows_as_stalled_until_re_driven(c
     assert sm.stalled(run_id) == []  # re-driven: a deadline in the future again
 
 
+
+def test_a_step_queued_but_never_taken_is_not_blamed_on_a_lost_worker(client):
+    runs, sm = RunStore(client), machine(client, lease_seconds=1, redrive_after_seconds=1)
+    run = runs.create("src", {"kind": "folder", "id": "src", "options": {}}, TARGET)
+    runs.store_listing(run.id, [DocumentChange("src", u, Op.UPSERT, version="1") for u in ("a", "b")], [], [], 2)
+    assert sm.acquire(run.id, LIST, "", "t-list").status == "ok"
+    assert sm.listed(run.id, "t-list").status == "next"  # both fetches queued, due to start within 1 s
+    assert sm.acquire(run.id, FETCH, "a", "t-lost").status == "ok"  # a's worker dies holding it; b is never taken
+    time.sleep(1.2)
+    assert [(step, uri) for step, uri, _ in sm.stalled(run.id)] == [(FETCH, "a")]
+    assert [(step, uri) for step, uri, _ in sm.unsent(run.id)] == [(FETCH, "b")]
+
 def test_the_worker_registry_says_who_is_online_what_each_runs_and_who_was_lost(client):
     from headwater.fleet import worker_registry
     from headwater.fleet.worker_registry import WorkerRegistry
@@ -341,3 +353,21 @@ def test_the_worker_registry_says_who_is_online_what_each_runs_and_who_was_lost(
     stale["last_seen"] -= worker_registry.FORGET_AFTER_SECONDS
     client.hset(keys.WORKERS, "headwater-1@a", json.dumps(stale))
     assert [w["name"] for w in registry.workers()] == ["headwater-2@a"]  # forgotten after a day
+
+
+def test_a_worker_restarted_under_its_name_does_not_show_its_killed_predecessors_steps(client):
+    """A pod restarted after an OOM kill keeps its name: the steps its predecessor was running when killed
+    (never ended: nothing was left to clear them) are not this worker's, and it is running nothing yet."""
+    from headwater.fleet.worker_registry import WorkerRegistry
+
+    registry = WorkerRegistry(client)
+    registry.heartbeat("pod-0@node", ["headwater.parse"], 2, 100.0)
+    registry.step_started("pod-0@node", "41:1", "headwater.parse_document", {"run_id": "r", "document": "big.pdf"})
+    registry.step_started("pod-0@node", "42:1", "headwater.parse_document", {"run_id": "r", "document": "huge.pdf"})
+    # SIGKILLed: no step_ended, no stopped. The new process starts under the same name.
+    registry.started("pod-0@node")
+    registry.heartbeat("pod-0@node", ["headwater.parse"], 2, 200.0)
+    (worker,) = registry.workers()
+    assert worker["state"] == "online" and worker["started_at"] == 200.0 and worker["current_steps"] == []
+    registry.step_started("pod-0@node", "77:1", "headwater.parse_document", {"run_id": "r", "document": "big.pdf"})
+    assert [s["document"] for s in registry.workers()[0]["current_steps"]] == ["big.pdf"]  # its own steps show

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -67,3 +67,13 @@ def test_a_source_without_a_schedule_has_no_entry(app):
     save_entry(app, SourceConfig(id="docs", kind="folder", options={"path": "/srv/docs"}), {"id": "docs"}, TARGET)
     assert next_run_at(app, "docs") is None
 
+
+
+def test_a_cron_entry_runs_next_on_its_minute_not_a_second_before(app):
+    """redbeat scores an entry truncated to the second, a hair before it is due: 02:59:59 for 03:00."""
+    save_entry(app, SourceConfig(id="docs", kind="folder", options={"path": "/srv/docs"}, schedule_cron="0 3 * * *"),
+               {"id": "docs"}, TARGET)
+    now = datetime.now(timezone.utc)
+    three = now.replace(hour=3, minute=0, second=0, microsecond=0)
+    expected = (three if three > now else three + timedelta(days=1)).timestamp()
+    assert next_run_at(app, "docs") == pytest.approx(expected, abs=0.1)

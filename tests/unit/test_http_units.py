@@ -158,3 +158,42 @@ def test_the_run_page_says_which_steps_a_lost_worker_held_and_when_they_run_agai
     assert "2027-01-15" in html  # the re-drive time, in UTC
     del run["stalled"]
     assert "lost worker" not in templates.get_template("_run.html").render(run=run, session={"csrf": "x"})
+
+
+def test_steps_never_started_are_not_blamed_on_a_lost_worker():
+    from headwater.http.admin import templates
+    from headwater.http.runs_view import with_progress
+
+    run = with_progress({"id": "r1", "source_id": "docs", "kind": "full", "status": "running", "started_at": 1.0,
+                         "finished_at": None, "queued": 10, "indexed": 4, "skipped": 0, "failed": 0, "errors": {}})
+    run["stalled"] = []
+    run["unsent"] = [{"step": "fetch", "uri": "a.md", "due_at": 1_800_000_000.0, "redrive_by": 1_800_000_005.0}]
+    html = templates.get_template("_run.html").render(run=run, session={"csrf": "x"})
+    assert "lost worker" not in html
+    assert "1 step queued but not started in time" in html and "a.md" in html and "2027-01-15" in html
+
+
+def test_times_under_a_minute_are_said_in_seconds():
+    import time
+
+    from headwater.http.admin import _when
+
+    now = time.time()
+    assert _when(now) == "just now"
+    assert _when(now - 42.5) == "42 s ago"  # a worker last seen 42 s ago was not seen "just now"
+    assert _when(now + 30.5) in ("in 30 s", "in 29 s")
+    assert _when(now - 600) == "10 min ago" and _when(None) == "—"
+
+
+def test_an_offline_workers_running_steps_are_not_known():
+    from headwater.http.admin import templates
+
+    workers = [{"name": "w1@h", "state": "offline", "last_seen": 1.0, "queues": ["headwater.fetch"], "concurrency": 1,
+                "current_steps": [{"task": "headwater.fetch_document", "document": "stale.md"}]},
+               {"name": "w2@h", "state": "online", "last_seen": 1.0, "queues": ["headwater.fetch"], "concurrency": 1,
+                "current_steps": []}]
+    html = templates.get_template("_live.html").render(sources=[], queues={}, runs=[], workers=workers,
+                                                       session={"csrf": "x"})
+    offline, online = html.split('data-worker="w2@h"')
+    assert "stale.md" not in offline and '<td class="running"><span class="sub" title="not known' in offline
+    assert "idle" in online
