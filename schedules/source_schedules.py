@@ -151,7 +151,9 @@ def next_run_at(app: Any, source_id: str) -> float | None:
     entry = _entry(app, source_id)
     if entry is None or entry.last_run_at is None:
         return float(score)
-    return max(float(score), time.time() + entry.schedule.remaining_estimate(entry.last_run_at).total_seconds())
+    remaining = entry.schedule.remaining_estimate(entry.last_run_at).total_seconds()  # as of a moment ago...
+    # ...so added to now it is a hair late, never early; to the millisecond, a cron minute's exact second.
+    return max(float(score), round(time.time() + remaining, 3))
 
 
 def _entry(app: Any, source_id: str) -> Any | None:
