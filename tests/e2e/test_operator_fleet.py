@@ -194,7 +194,7 @@ def test_a_source_of_each_kind_with_a_schedule_shows_the_next_run_beat_acts_on_a
     hour = (datetime.now(timezone.utc).hour + 6) % 24  # daily cron lines far from now: never due during the test
     crons = {"reports": (hour, 17), "widgets": ((hour + 3) % 24, 45)}
     intervals = {"handbook": 3600.0, "runbook": 7200.0}
-    added: dict[str, float] = {}
+    added: dict[str, tuple[float, float]] = {}  # before the form was filled, after it was stored
     forms = {
         "handbook": ("folder", {"path": str(folder), "interval": "3600"}),
         "reports": ("s3", {"bucket": "reports", "prefix": "q1", "endpoint_url": world.s3_endpoint,
@@ -206,8 +206,9 @@ def test_a_source_of_each_kind_with_a_schedule_shows_the_next_run_beat_acts_on_a
     }
     first_runs = {}
     for source_id, (kind, fields) in forms.items():
-        added[source_id] = time.time()
+        before = time.time()
         first_runs[source_id] = add_source(page, world, kind, source_id, fields)
+        added[source_id] = (before, time.time())
     for source_id, run_url in first_runs.items():
         page.goto(run_url)
         expect(page.locator("#run-status")).to_have_text("complete", timeout=240_000)
@@ -226,21 +227,24 @@ def test_a_source_of_each_kind_with_a_schedule_shows_the_next_run_beat_acts_on_a
         assert 0 <= at - score <= 1, (source_id, at, score)
         assert words.startswith("in "), (source_id, words)
     for source_id, interval in intervals.items():  # the first period starts when the source was added
-        assert abs(seen[source_id][0] - (added[source_id] + interval)) <= 5, (source_id, seen[source_id])
+        before, after = added[source_id]
+        assert before - 1 <= seen[source_id][0] - interval <= after + 1, (source_id, seen[source_id], added[source_id])
     for source_id, (hour_, minute) in crons.items():  # a cron line's minute exactly, not a second before
         assert seen[source_id][0] == next_daily(hour_, minute), (source_id, seen[source_id])
 
-    # A redeployed serve saves every schedule again: the next runs must not move.
+    # A redeployed serve saves every schedule again: the next runs must not move. (Compared in full: the
+    # words, "in 59 min", move on with the clock.)
+    seen = {source_id: at for source_id, (at, _) in seen.items()}
     world.serve.restart()
-    assert next_runs_on_the_overview(page, world, ids) == seen
-    assert {s: beat_score(world, s) for s in ids} == pytest.approx({s: seen[s][0] for s in ids}, abs=1)
+    assert {s: at for s, (at, _) in next_runs_on_the_overview(page, world, ids).items()} == seen
+    assert all(0 <= seen[s] - beat_score(world, s) <= 1 for s in ids)
 
     # Nor when beat restarts: it takes the schedule from Redis and acts on the same times.
     world.fleet.stop_one("beat")
     restarted_at = time.time()
     world.fleet.start_beat()
     wait_until(lambda: beat_ticked_since(world, restarted_at), 60, "the restarted beat's first ticks")
-    assert next_runs_on_the_overview(page, world, ids) == seen
+    assert {s: at for s, (at, _) in next_runs_on_the_overview(page, world, ids).items()} == seen
     # Nothing fired meanwhile: each source still has only the run its form started.
     assert {s: len(runs_of(world, s)) for s in ids} == {s: 1 for s in ids}
     shot(page, tmp_path, "a-next-runs-after-restarts")
@@ -272,7 +276,7 @@ def test_broken_documents_show_why_they_failed_and_index_once_fixed_and_retried(
         assert set(reasons) == {"locked.md", "contract.docx", "latin1.md"}
         assert "ermission" in reasons["locked.md"], reasons  # the reason says what is wrong, per document
         assert "not valid UTF-8" in reasons["latin1.md"], reasons
-        assert reasons["contract.docx"].strip(), reasons
+        assert "could not be parsed as DOCX" in reasons["contract.docx"] and "corrupt" in reasons["contract.docx"], reasons
         expect(page.locator("#run .sub").first).to_have_text("6 / 6 documents")
         shot(page, tmp_path, "b-failed-with-reasons")
     finally:
