@@ -13,7 +13,8 @@ same source state, and compares:
   Metadata left out: `fetched_at` (a web page's fetch time, per run by definition). Nothing else.
 
 A failing step stops its case with both sides' state in the message. The S3 case has no unreadable
-object: moto refuses reads only once IAM is enforced, for every client at once (test_s3.py covers it).
+object: moto refuses reads only once IAM is enforced, for every client at once (test_s3.py covers it);
+it has objects in GLACIER and DEEP_ARCHIVE that were never restored instead, which no GET can read.
 """
 
 from __future__ import annotations
@@ -112,12 +113,13 @@ class Modes:
         self.root, self.fleet, self.embedded, self.s3_endpoint = root, fleet, embedded, s3_endpoint
         self.s3 = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
 
-    def sync(self, collection: str, spec: dict, step: str) -> None:
-        """A full run of the source in each mode; the two must agree."""
+    def sync(self, collection: str, spec: dict, step: str) -> dict:
+        """A full run of the source in each mode; the two must agree. Returns the (one) report."""
         embedded = self.embedded.request(op="sync", collection=collection, spec=spec)
         client = self.fleet.client(collection)
         run = self.fleet.wait_for_run(client, enqueue_sync(client, spec, local_target(client.settings)))
         self.compare(step, embedded, fleet_report(client, run), collection)
+        return embedded_report(embedded["report"])
 
     def push(self, collection: str, connector: GitConnector, before: str, after: str, step: str) -> None:
         """A push delivered to each mode (its own cursor store each); the two must agree."""
@@ -227,8 +229,18 @@ def test_an_s3_prefix(modes: Modes) -> None:
                "blob.bin": BINARY, "broken.pdf": CORRUPT_PDF}
     for name, body in objects.items():
         s3.put_object(Bucket=bucket, Key=f"docs/{name}", Body=body)
+    # Archived by a lifecycle rule and never restored: a GET cannot read it, and both modes say why.
+    s3.put_object(Bucket=bucket, Key="docs/archived.md", Body=note("archives").encode(), StorageClass="GLACIER")
+    s3.put_object(Bucket=bucket, Key="docs/deep.md", Body=note("deep archives").encode(), StorageClass="DEEP_ARCHIVE")
+    # Archived, then restored: its restored copy is read as any other object.
+    s3.put_object(Bucket=bucket, Key="docs/restored.md", Body=note("restores").encode(), StorageClass="GLACIER")
+    s3.restore_object(Bucket=bucket, Key="docs/restored.md", RestoreRequest={"Days": 1})
     spec = S3Connector("s3", bucket, "docs", endpoint_url=modes.s3_endpoint).spec()
-    modes.sync("s3-case", spec, "first sync")
+    first = modes.sync("s3-case", spec, "first sync")
+    assert first["failed"]["docs/archived.md"] == ("stored in GLACIER and not restored; restore it (S3 RestoreObject) "
+                                              "or exclude it"), first
+    assert first["failed"]["docs/deep.md"].startswith("stored in DEEP_ARCHIVE and not restored"), first
+    assert "docs/restored.md" not in first["failed"] and "docs/restored.md" not in first["skipped"], first
     modes.sync("s3-case", spec, "nothing changed")
     s3.put_object(Bucket=bucket, Key="docs/guide.md", Body=note("rotating tokens", 1).encode())
     modes.sync("s3-case", spec, "an edit")
