@@ -286,3 +286,34 @@ def test_a_website(modes: Modes) -> None:
         modes.sync("web-case", spec, "an edited page")
         site.remove("/backup.html")
         modes.sync("web-case", spec, "a removed page")
+
+
+def html(title: str, text: str, *links: str) -> str:
+    anchors = " ".join(f'<a href="{link}">{link}</a>' for link in links)
+    return f"<html><head><title>{title}</title></head><body><h1>{title}</h1><p>{text}</p>{anchors}</body></html>"
+
+
+def test_a_website_within_its_limits(modes: Modes) -> None:
+    """Depth and max_pages decide the same pages in both modes, and a crawl max_pages cut short deletes nothing."""
+    with serve(Site()) as site:
+        # / -> a -> deep (two links from the start URL) and then extra, which max_pages leaves out.
+        site.page("/", html("Home", "Start here.", "/a.html"))
+        site.page("/a.html", html("Guide", note("rotating tokens"), "/deep.html", "/extra.html"))
+        site.page("/deep.html", html("Deep", note("backups"), "/deeper.html"))
+        site.page("/extra.html", html("Extra", note("onboarding")))
+        site.page("/deeper.html", html("Deeper", note("tuning")))  # three links away: past max_depth
+        spec = WebConnector("web-limits", [site.url("/")], allow_private_addresses=True, delay_seconds=0.0,
+                            timeout_seconds=5.0, retries=0, max_depth=2, max_pages=3).spec()
+        first = modes.sync("web-limits", spec, "a first crawl within max_depth and max_pages")
+        assert first["added"] == 3, first
+        assert not site.requests("/extra.html") and not site.requests("/deeper.html")
+
+        time.sleep(1.1)  # Last-Modified has one-second resolution
+        # A new page ahead of the guide: max_pages now stops the crawl before it reaches deep.html, and
+        # a crawl cut short does not delete what it did not reach.
+        site.page("/", html("Home", "Start here, with news.", "/news.html", "/a.html"))
+        site.page("/news.html", html("News", note("news")))
+        cut = modes.sync("web-limits", spec, "a recrawl that max_pages cuts short")
+        assert cut["deleted"] == 0 and cut["added"] == 1 and cut["updated"] == 1, cut
+        records = fleet_records(modes.fleet, "web-limits")
+        assert site.url("/deep.html") in {meta["uri"] for _text, meta, _vector in records.values()}
