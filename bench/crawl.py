@@ -140,10 +140,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def crawl_only(base: str, tmp: Path, args: argparse.Namespace, statuses: Counter, copy: Path) -> int:
+    from headwater.sync.crawl_pass import CrawlPass
+
     def listing() -> list[str]:
         connector = connector_for(base, tmp / "crawl", args)
         try:
-            return [c.uri for c in connector.list_documents()]
+            return [c.uri for c in CrawlPass(connector).changes()]
         finally:
             connector.close()
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Protocol, runtime_checkable
@@ -51,18 +51,50 @@ class Reader(Protocol):
     def read(self, uri: str, limit: int) -> bytes: ...
 
 
+class Found(Protocol):
+    """What fetching one URL found, as crawl discovery needs it (connectors.web_crawl.Visit is one)."""
+
+    url: str  # as requested
+    uri: str | None  # where it led (after redirects)
+    kind: str  # page | not_modified | gone | failed | skipped
+    version: str | None
+    reason: str
+    links: list[str]
+    # Gone (404/410) and never fetched before: a link to nothing, reported, not a deletion.
+    broken: bool
+
+    @property
+    def elsewhere(self) -> str | None:
+        """The URL this document is indexed under instead of its own (where it redirects, or its
+        canonical URL when that is another page in scope); None: its own."""
+
+
 @runtime_checkable
 class Discoverer(Protocol):
-    """Finds documents while reading others (a website's links). In the fleet, a full run's listing is
-    only the seeds, and each fetch adds what it discovered, up to max_pages documents and max_depth
-    links away from a seed; what the run never reached is deleted when it finishes."""
+    """Finds documents while fetching others (a website's links). It supplies the facts; what a crawl
+    visits is decided in headwater.pipeline.discovery and executed by embedded mode's crawl pass
+    (headwater.sync.crawl_pass) or the fleet's list, fetch and finish steps."""
 
+    source_id: str
     max_pages: int
     max_depth: int
+    parallel_fetches: int  # fetches at once in one process (embedded mode; the fleet's are its workers)
+    refused: dict[str, str]  # URLs left out of the crawl and why (for reports and tests)
 
-    def seed_documents(self) -> Iterator[DocumentChange]: ...
+    def seed_urls(self) -> tuple[list[str], list[str]]:
+        """The start URLs and the sitemaps' pages (reading robots.txt and the sitemaps)."""
 
-    def discovered(self, uri: str) -> list[str]: ...
+    def refusal(self, url: str) -> str | None:
+        """Why the source leaves a URL out (another host, the patterns, a trap, robots.txt), or None."""
+
+    def visit(self, url: str) -> Found:
+        """Fetch one URL, keeping what it found for this connector's reads of the document."""
+
+    def visited(self, uri: str) -> Found | None:
+        """What this connector's read of `uri` found (None: it was not read here)."""
+
+    def crawled(self, urls: Collection[str]) -> None:
+        """A crawl admitted these URLs and ended: what is remembered of any other URL can go."""
 
 
 @runtime_checkable

@@ -23,7 +23,7 @@ from pydantic import Field, field_validator
 from connectors.base import DocumentStat, SourceOptions, register_connector
 from connectors.globs import match as _match
 from connectors.s3_events import CREATED, ObjectEvent
-from headwater.errors import ConfigurationError, ListingError, SkippedDocument
+from headwater.errors import ConfigurationError, ListingError, PermanentDocumentError, SkippedDocument
 from headwater.models import DocumentChange, Op
 
 KIND = "s3"
@@ -36,6 +36,22 @@ _MISSING = {"NoSuchKey", "404", "NotFound"}
 _DENIED = {"AccessDenied", "403", "Forbidden", "AllAccessDisabled"}
 _BAD_CREDENTIALS = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidClientTokenId", "ExpiredToken",
                     "InvalidToken", "UnrecognizedClientException", "AuthFailure"}
+# Storage classes whose objects a GET cannot read until they are restored (RestoreObject).
+ARCHIVE_CLASSES = frozenset({"GLACIER", "DEEP_ARCHIVE"})
+
+
+def archived_reason(storage_class: str | None, restore: str | None) -> str | None:
+    """Why an object cannot be read now (in an archive storage class, not restored), or None when it can.
+
+    The one place this is decided: both modes read through `S3Connector.stat`, so a document in
+    Glacier fails with this reason in either, instead of an opaque S3 error at read time.
+    """
+    if storage_class not in ARCHIVE_CLASSES:
+        return None
+    if restore and 'ongoing-request="false"' in restore:  # a restored copy is there to read
+        return None
+    state = "being restored" if restore and 'ongoing-request="true"' in restore else "not restored"
+    return f"stored in {storage_class} and {state}; restore it (S3 RestoreObject) or exclude it"
 
 
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
@@ -262,6 +278,9 @@ class S3Connector:
     def stat(self, uri: str) -> DocumentStat:
         """HEAD the object; S3's errors become the OS errors the fetch stage names for the user."""
         head = self._call(uri, self.client.head_object, Bucket=self.bucket, Key=uri)
+        archived = archived_reason(head.get("StorageClass"), head.get("Restore"))
+        if archived is not None:
+            raise PermanentDocumentError(archived)
         size = int(head.get("ContentLength", 0))
         if self.max_object_bytes is not None and size > self.max_object_bytes:
             raise SkippedDocument(f"{size / 1048576:.1f} MB is above this source's {self.max_object_bytes / 1048576:g} MB "
@@ -294,6 +313,9 @@ class S3Connector:
                 raise PermissionError(f"access denied to s3://{self.bucket}/{key}") from None
             if code == "InvalidRange":  # a ranged GET of a zero-byte object
                 raise _EmptyObject() from None
+            if code == "InvalidObjectState":  # archived after the HEAD, or an archive tier HEAD does not name
+                raise PermanentDocumentError("stored in an archive storage class and not restored; restore it "
+                                             "(S3 RestoreObject) or exclude it") from None
             if code in ("SlowDown", "ServiceUnavailable", "InternalError", "RequestTimeout", "503", "500"):
                 raise ConnectionError(f"S3 answered {code}") from None
             raise OSError(f"S3 refused the request ({code or 'unknown error'})") from None

@@ -9,8 +9,12 @@ or 410 is left out of the listing, so the pass deletes it; one never fetched bef
 link, listed so that the report names it (skipped, "broken link"); a page that could not be loaded
 is listed as failed, and what was indexed of it stays. Request pacing adapts to each host
 (connectors.web_politeness). Chunks carry the page's `url`, `title`, `fetched_at`, `lastmod`
-(the sitemap's, else Last-Modified) and `etag`. In the fleet, the listing is only the seeds: each page's fetch adds
-the links it found to the run (`discovered`), so the crawl fans out over the fetch workers.
+(the sitemap's, else Last-Modified) and `etag`.
+
+The connector supplies a crawl's facts (`connectors.base.Discoverer`: seeds, single visits, its
+scope); which pages a crawl visits is decided in headwater.pipeline.discovery, and executed by
+embedded mode's crawl pass (headwater.sync.crawl_pass) or by the fleet's steps, where each page's
+fetch adds the links it found to the run, so the crawl fans out over the fetch workers.
 """
 
 from __future__ import annotations
@@ -24,11 +28,12 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from connectors.base import DocumentStat, SourceOptions, register_connector
-from connectors.web_crawl import Crawl, Visit, Visitor, now_ns
+from connectors.web_crawl import ROBOTS_DISALLOWED, Visit, Visitor, read_sitemaps
 from connectors.web_fetch import DEFAULT_USER_AGENT, FetchPolicy, Fetcher
 from connectors.web_politeness import HostPacer, LocalPacer, Throttle
 from connectors.web_state import CrawlState, FileCrawlState, MemoryCrawlState
-from connectors.web_urls import Scope, host_of, normalize
+from connectors.web_fetch import FetchFailed, ResponseTooLarge
+from connectors.web_urls import QueryBudget, RefusedAddress, Scope, host_of, normalize
 from headwater.errors import ConfigurationError, PermanentDocumentError, SkippedDocument
 from headwater.models import DocumentChange, Op
 
@@ -123,6 +128,7 @@ class WebConnector:
             raise ValueError("max_depth must be >= 0, max_pages and concurrency >= 1, delay_seconds >= 0")
         self.max_depth, self.max_pages = max_depth, max_pages
         self.concurrency, self.delay_seconds = concurrency, delay_seconds
+        self.parallel_fetches = concurrency * max(1, len(self.hosts))  # `concurrency` is per host
         self.policy = FetchPolicy(user_agent=user_agent, allow_private_addresses=allow_private_addresses,
                                   timeout_seconds=timeout_seconds, retries=retries, max_redirects=max_redirects,
                                   max_bytes=int(max_document_mb * 1024 * 1024))
@@ -130,6 +136,7 @@ class WebConnector:
         self.pacer: HostPacer = pacer or LocalPacer()
         # URLs left out of the crawl and why (robots.txt, patterns, traps), for reports and tests.
         self.refused: dict[str, str] = {}
+        self._queries = QueryBudget()  # per crawl: more variants of one page's query string are a trap
         self._visits: dict[str, Visit] = {}
         self._visitor: Visitor | None = None
 
@@ -162,8 +169,9 @@ class WebConnector:
         return self.start_urls[0]
 
     def refusal(self, url: str) -> str | None:
-        """Why a URL is outside this source (another host, the patterns, a trap), or None."""
-        return self.scope.refusal(url)
+        """Why a URL is outside this source (another host, the patterns, a trap, robots.txt), or None."""
+        return self.scope.refusal(url) or self._queries.refusal(url) or \
+            (None if self._robots_allow(url) else ROBOTS_DISALLOWED)
 
     def visitor(self) -> Visitor:
         if self._visitor is None:
@@ -177,26 +185,48 @@ class WebConnector:
             self._visitor.close()
             self._visitor = None
 
-    # Lister: the crawl ---------------------------------------------------------------------------
+    # Discoverer: the facts of a crawl --------------------------------------------------------
 
-    def list_documents(self) -> Iterator[DocumentChange]:
-        """Crawl the site; every page fetched or answered 304 is listed, pages that are gone are not."""
+    def seed_urls(self) -> tuple[list[str], list[str]]:
+        """The start URLs, and the pages of the sitemaps (the options' and robots.txt's) with their lastmods kept."""
         self._visits.clear()
-        crawl = Crawl(self, self.visitor())
-        for visit, _depth in crawl.run():
-            if visit.kind == "skipped":
-                self.refused[visit.url] = visit.reason
-                continue
-            if visit.kind == "gone" and not visit.broken:
-                continue  # left out of the listing: the pass deletes what was indexed of it
-            uri = visit.uri or visit.url
-            if visit.modified_time is None:  # no Last-Modified: the sitemap's lastmod, if it has one
-                visit.modified_time = self.state.get_lastmod(uri) or self.state.get_lastmod(visit.url)
-            self._visits[uri] = visit
-            version = None if visit.kind in ("failed", "gone") else visit.version
-            yield DocumentChange(self.source_id, uri, Op.UPSERT, version=version, sequence=now_ns())
-        if hasattr(self.state, "retain"):
-            self.state.retain(crawl.frontier.seen)
+        self._queries = QueryBudget()
+        visitor = self.visitor()
+        sitemap_urls = list(self.sitemaps)
+        for start in self.start_urls:
+            try:
+                visitor.robots.rules(start, fresh=True)  # a pass reads robots.txt anew
+                sitemap_urls += [u for u in visitor.robots.sitemaps(start) if u not in sitemap_urls]
+            except (FetchFailed, RefusedAddress, ResponseTooLarge):
+                pass  # the start URL's own visit fails and says why
+        pages: list[str] = []
+        lastmods: dict[str, float] = {}
+        for page_url, lastmod in read_sitemaps(visitor.fetcher, sitemap_urls):
+            url = normalize(page_url)
+            if url:
+                pages.append(url)
+                if lastmod is not None:
+                    lastmods.setdefault(url, lastmod)
+        # Kept in the crawl state, where this pass's reads and a fleet's fetches (other connectors,
+        # other processes) both find the dates the sitemaps gave.
+        self.state.set_lastmods(lastmods)
+        return list(self.start_urls), pages
+
+    def visit(self, url: str) -> Visit:
+        """Fetch one URL; what it found is kept for this connector's reads (under both its URLs when redirected)."""
+        visit = self.visitor().visit(url)
+        self._visits[url] = visit
+        if visit.uri and visit.uri != url and visit.kind in ("page", "not_modified"):
+            self._visits[visit.uri] = visit
+        return visit
+
+    def visited(self, uri: str) -> Visit | None:
+        return self._visits.get(uri)
+
+    def crawled(self, urls: Any) -> None:
+        """A crawl of this source ended: the state forgets pages it no longer reaches, and is saved."""
+        if hasattr(self.state, "retain"):  # a file's state (embedded); Redis keeps the fleet's
+            self.state.retain(urls)
         self.state.save()
 
     # Reader ------------------------------------------------------------------------------------
@@ -204,7 +234,7 @@ class WebConnector:
     def _visit_of(self, uri: str) -> Visit:
         visit = self._visits.get(uri)
         if visit is None:  # not crawled by this connector (a fleet fetch, a live change): fetch it now
-            visit = self._visits[uri] = self.visitor().visit(uri)
+            visit = self.visit(uri)
         return visit
 
     def stat(self, uri: str) -> DocumentStat:
@@ -217,8 +247,10 @@ class WebConnector:
             raise PermanentDocumentError(visit.reason)
         if visit.kind == "skipped":
             raise SkippedDocument(visit.reason)
-        if visit.uri not in (None, uri):
-            raise FileNotFoundError(uri)  # it redirects: the document is where it leads (see discovered)
+        if visit.uri not in (None, uri):  # the document is where it leads (discovery.candidates)
+            raise SkippedDocument(f"redirects to {visit.uri}, where it is indexed")
+        if visit.kind == "page" and visit.canonical_elsewhere:
+            raise SkippedDocument(f"its canonical URL is {visit.canonical}, where it is indexed")
         lastmod = self.state.get_lastmod(uri)  # the sitemap's date (a fleet's listing left it in Redis)
         return DocumentStat(size=visit.size, modified_time=visit.modified_time or lastmod, version=visit.version,
                             mime_type=visit.mime_type, url=uri, metadata=page_metadata(visit, lastmod))
@@ -240,30 +272,6 @@ class WebConnector:
         raise ConfigurationError(
             f"web source {self.source_id} has no change events to watch; run `headwater sync` again (a recrawl "
             "costs only what changed), or give the source a schedule in headwater.toml")
-
-    # Fleet: the listing seeds the run, each fetch adds what it discovered ------------------------
-
-    def seed_documents(self) -> Iterator[DocumentChange]:
-        """The crawl's first URLs (start URLs and sitemap pages) as a fleet run's listing."""
-        crawl = Crawl(self, self.visitor())
-        for url in crawl.seeds():
-            crawl.offer(url, 0)
-        for url, _depth in crawl.frontier.urls:
-            if not self._robots_allow(url):
-                continue
-            yield DocumentChange(self.source_id, url, Op.UPSERT, sequence=now_ns())
-
-    def discovered(self, uri: str) -> list[str]:
-        """In-scope links of a page this connector fetched (from the last pass when it answered 304 or failed)."""
-        visit = self._visits.get(uri)
-        if visit is None:
-            return []
-        links = list(visit.links)
-        if visit.uri not in (None, uri):
-            links.append(visit.uri)
-        if visit.kind == "page" and visit.canonical and visit.canonical != visit.uri:
-            links.append(visit.canonical)
-        return [link for link in dict.fromkeys(links) if self.refusal(link) is None and self._robots_allow(link)]
 
     def _robots_allow(self, url: str) -> bool:
         try:

@@ -1,8 +1,9 @@
-"""One crawl of a website: robots.txt, sitemaps, then pages breadth first, each fetched once and politely.
+"""Fetching a website's pages for a crawl: robots.txt, sitemaps, and single visits, each polite.
 
 A page is visited with a conditional request when the crawl state knows its validators. What a
 visit found is kept for the pass (the body spooled to disk), so the pipeline reads a changed page
-without fetching it again, and an unchanged one (304) is never read at all.
+without fetching it again, and an unchanged one (304) is never read at all. Which pages a crawl
+visits is decided in headwater.pipeline.discovery, not here.
 """
 
 from __future__ import annotations
@@ -13,9 +14,6 @@ import hashlib
 import logging
 import tempfile
 import threading
-import time
-from collections import deque
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from connectors.web_fetch import Fetcher, FetchFailed, Response, ResponseTooLarge, Validators
 from connectors.web_politeness import unchanged_by_lastmod
 from connectors.web_state import PageRecord
-from connectors.web_urls import QueryBudget, RefusedAddress, extract_links, host_of, normalize
+from connectors.web_urls import RefusedAddress, extract_links, host_of, normalize
 
 if TYPE_CHECKING:
     from connectors.web import WebConnector
@@ -61,6 +59,15 @@ class Visit:
     fetched_at: str | None = None  # when the response behind this version came (ISO 8601, UTC)
     # Gone (404/410) and never fetched before: a link to nothing, reported, not a deletion.
     broken: bool = False
+    # The page names another page in scope as its canonical URL: that one is indexed, not this one.
+    canonical_elsewhere: bool = False
+
+    @property
+    def elsewhere(self) -> str | None:
+        """The URL this document is indexed under instead of its own: where it redirects, or its canonical URL."""
+        if self.uri and self.uri != self.url:
+            return self.uri
+        return self.canonical if self.canonical_elsewhere else None
 
 
 class Robots:
@@ -200,6 +207,7 @@ class Visitor:
         elif mime not in DOCUMENT_TYPES:
             return Visit(url, "skipped", uri=uri, reason=f"{mime} is not indexed")
         version = page_version(response)
+        canonical_elsewhere = bool(canonical and canonical != uri and not self.connector.refusal(canonical))
         fetched_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         record = PageRecord(version=version, etag=response.headers.get("etag"),
                             last_modified=response.headers.get("last-modified"), links=links, mime_type=mime,
@@ -209,99 +217,8 @@ class Visitor:
         body_path.write_bytes(response.body)
         return Visit(url, "page", uri=uri, version=version, mime_type=mime, size=len(response.body),
                      modified_time=http_time(response.headers.get("last-modified")), body_path=body_path,
-                     links=links, canonical=canonical, record=record, etag=record.etag, fetched_at=fetched_at)
-
-
-@dataclass
-class _Frontier:
-    urls: deque = field(default_factory=deque)  # (url, depth)
-    seen: set[str] = field(default_factory=set)
-
-
-class Crawl:
-    """One pass over the site: yields (visit, depth) for every URL fetched, breadth first."""
-
-    def __init__(self, connector: WebConnector, visitor: Visitor) -> None:
-        self.connector = connector
-        self.visitor = visitor
-        self.queries = QueryBudget()
-        self.frontier = _Frontier()
-        self.fetched = 0
-
-    def seeds(self) -> list[str]:
-        """Start URLs, then every page the sitemaps list (those of the options and of robots.txt)."""
-        c = self.connector
-        seeds = list(c.start_urls)
-        sitemap_urls = list(c.sitemaps)
-        for start in c.start_urls:
-            try:
-                self.visitor.robots.rules(start, fresh=True)  # a pass reads robots.txt anew
-                sitemap_urls += [u for u in self.visitor.robots.sitemaps(start) if u not in sitemap_urls]
-            except (FetchFailed, RefusedAddress, ResponseTooLarge):
-                pass  # the start URL's own visit fails and says why
-        lastmods: dict[str, float] = {}
-        for page_url, lastmod in read_sitemaps(self.visitor.fetcher, sitemap_urls):
-            url = normalize(page_url)
-            if url and url not in seeds:
-                seeds.append(url)
-                if lastmod is not None:
-                    lastmods[url] = lastmod
-        # Kept in the crawl state, where this pass's listing and a fleet's fetches (other connectors,
-        # other processes) both find the dates the sitemaps gave.
-        c.state.set_lastmods(lastmods)
-        return seeds
-
-    def offer(self, url: str, depth: int) -> None:
-        """Queue a URL if the crawl may and should visit it."""
-        c = self.connector
-        if url in self.frontier.seen or depth > c.max_depth:
-            return
-        refusal = c.refusal(url) or self.queries.refusal(url)
-        if refusal:
-            if refusal != "another host":
-                c.refused[url] = refusal
-            return
-        self.frontier.seen.add(url)
-        self.frontier.urls.append((url, depth))
-
-    def run(self):  # noqa: ANN201  (a generator of (Visit, depth))
-        c = self.connector
-        for url in self.seeds():
-            self.offer(url, 0)
-        workers = max(1, c.concurrency * max(1, len(c.hosts)))
-        pending: dict[Future, int] = {}
-        with ThreadPoolExecutor(workers, thread_name_prefix="headwater-crawl") as pool:
-            try:
-                while self.frontier.urls or pending:
-                    while self.frontier.urls and len(pending) < workers and self.fetched < c.max_pages:
-                        url, depth = self.frontier.urls.popleft()
-                        self.fetched += 1
-                        pending[pool.submit(self.visitor.visit, url)] = depth
-                    if not pending:
-                        break  # the page limit is reached
-                    done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                    for future in done:
-                        depth = pending.pop(future)
-                        visit = future.result()
-                        if visit.kind == "skipped" and visit.reason == ROBOTS_DISALLOWED:
-                            # Never requested, so not one of the max_pages (as in the fleet, whose
-                            # runs never hold such a URL).
-                            self.fetched -= 1
-                        if visit.uri and visit.uri != visit.url:
-                            if visit.uri in self.frontier.seen and visit.kind in ("page", "not_modified"):
-                                continue  # a redirect to a page the crawl already has
-                            self.frontier.seen.add(visit.uri)
-                        if visit.kind == "page" and visit.canonical and visit.canonical != visit.uri \
-                                and not c.refusal(visit.canonical):
-                            # Another URL is this page's canonical one: index that one, once.
-                            self.offer(visit.canonical, depth)
-                            continue
-                        for link in visit.links:
-                            self.offer(link, depth + 1)
-                        yield visit, depth
-            finally:
-                for future in pending:
-                    future.cancel()
+                     links=links, canonical=canonical, record=record, etag=record.etag, fetched_at=fetched_at,
+                     canonical_elsewhere=canonical_elsewhere)
 
 
 def read_sitemaps(fetcher: Fetcher, urls: list[str]) -> list[tuple[str, float | None]]:
@@ -371,6 +288,3 @@ def _sitemap_client_classes():  # noqa: ANN202  (usp is imported only when a cra
 def _SitemapClient(fetcher: Fetcher) -> Any:  # noqa: N802
     return _sitemap_client_classes()(fetcher)
 
-
-def now_ns() -> str:
-    return f"{time.time_ns():020d}"

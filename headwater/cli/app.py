@@ -143,17 +143,16 @@ def sync(path: Annotated[str, typer.Argument(help="A folder, a source id from he
 
 
 def _consolidate_after_sync(engine: Any, report: SyncReport) -> None:
-    """With HEADWATER_CONSOLIDATE_AFTER_SYNC=true, a consolidation pass after a pass that changed something."""
-    from headwater.consolidation.config import ConsolidationSettings
+    """With HEADWATER_CONSOLIDATE_AFTER_SYNC=true, a consolidation pass after a pass that wrote."""
+    from headwater.consolidation.stage import after_embedded_pass
 
-    config = ConsolidationSettings()
-    if config.after_sync:
-        from headwater.consolidation.stage import consolidate_after_sync
+    done = after_embedded_pass(engine, report)
+    if done is not None:
+        _print_consolidated(done)
 
-        changed = bool(report.added or report.updated or report.moved or report.deleted)
-        done = consolidate_after_sync(engine, changed, config)
-        if done is not None:
-            err.print(f"consolidated: {done.written} knowledge records written, {done.removed} removed")
+
+def _print_consolidated(done: Any) -> None:
+    err.print(f"consolidated: {done.written} knowledge records written, {done.removed} removed")
 
 
 app.command(name="consolidate")(cli_consolidate.consolidate)
@@ -188,7 +187,9 @@ def watch(path: Annotated[str, typer.Argument(help="A folder, s3://BUCKET[/PREFI
         settings = cli_settings(collection, chroma_path)
         connector = resolve_connector(path, settings, source_id, include, exclude, queue_url=queue_url)
         with open_engine(settings) as engine:
-            _print_report(engine.sync(connector))
+            report = engine.sync(connector)
+            _print_report(report)
+            _consolidate_after_sync(engine, report)
             _watch_loop(engine, connector, settings)
     except (HeadwaterError, ValueError) as exc:
         fail(exc)
@@ -204,10 +205,11 @@ def _watch_loop(engine: Any, connector: Any, settings: Any) -> None:
 
         letters = FileDeadLetters(dead_letter_file(settings.chroma_path), connector.source_id)
         run_acknowledged_watch(engine, connector, stop_on_signals(), on_report=_print_changes, on_error=on_error,
-                               on_dead_letter=announce_dead_letter(letters))
+                               on_dead_letter=announce_dead_letter(letters), on_consolidated=_print_consolidated)
         print_event_counts(connector)
     else:
-        run_watch(engine, connector, stop_on_signals(), on_report=_print_changes, on_error=on_error)
+        run_watch(engine, connector, stop_on_signals(), on_report=_print_changes, on_error=on_error,
+                  on_consolidated=_print_consolidated)
     err.print("stopped")
 
 

@@ -21,7 +21,7 @@ class ConsolidationSettings(BaseSettings):
     knowledge_collection: str | None = None
     """Where knowledge records go; unset: `<collection>__knowledge`."""
     after_sync: bool = False
-    """Embedded: run a consolidation pass after each `headwater sync` that changed something."""
+    """Embedded: run a consolidation pass after each pass that changed something (`headwater sync`, `watch` and embedded `serve`)."""
     # Stage 1.
     minhash_threshold: float = 0.8
     """Stage 1: estimated Jaccard similarity (word 3-shingles) at which two chunks are near copies."""

@@ -1,4 +1,7 @@
-"""The consolidation stage: plain functions the CLI, an embedded sync and the fleet's task call.
+"""The consolidation stage: plain functions the CLI, embedded mode's writers and the fleet's task call.
+
+Embedded mode consolidates after writes in one place, `after_embedded_pass`, which `headwater sync`,
+`headwater watch` and embedded `headwater serve` call after each pass.
 
 The fleet feeds it through `ConsolidationTrigger`, a write observer on every collection a worker
 writes: the first write after a quiet spell schedules one pass of that collection a debounce
@@ -95,14 +98,28 @@ def consolidate(settings: Settings, config: ConsolidationSettings | None = None,
         return consolidator_for(make_client(settings), settings, config).run(dry_run=dry_run)
 
 
-def consolidate_after_sync(engine: Any, changed: bool, config: ConsolidationSettings | None = None) -> PassReport | None:
-    """Embedded mode: a pass after a sync pass that changed something, on the engine's own client."""
+def wrote_something(report: Any) -> bool:
+    """Whether a pass's report says it changed the collection (a document indexed, moved or removed)."""
+    return bool(report.added or report.updated or report.moved or report.deleted or report.chunks_deleted)
+
+
+def after_embedded_pass(engine: Any, report: Any, config: ConsolidationSettings | None = None) -> PassReport | None:
+    """Embedded mode's one rule for consolidation after writes, called by every embedded writer
+    (`headwater sync`, `headwater watch`, embedded `headwater serve`) after each pass.
+
+    With `HEADWATER_CONSOLIDATE_AFTER_SYNC=true`, a pass that wrote is followed by one consolidation
+    pass of the engine's collection, on the engine's own client (this process holds the directory's
+    writer lock); an unchanged pass costs nothing. The fleet's counterpart is `ConsolidationTrigger`.
+    Errors of the pass (no LLM configured, say) are the caller's to report: the writes stand either way.
+    """
     config = config or ConsolidationSettings()
-    if not changed:
+    if not config.after_sync or not wrote_something(report):
         return None
-    settings = engine.settings
-    return consolidator_for(engine.store.client, settings.model_copy(update={"collection": engine.store.collection.name}),
-                            config).run()
+    settings = engine.settings.model_copy(update={"collection": engine.store.collection.name})
+    done = consolidator_for(engine.store.client, settings, config).run()
+    log.info("consolidated %s after a pass that wrote: %d knowledge records written, %d removed",
+             settings.collection, done.written, done.removed)
+    return done
 
 
 # Fleet ---------------------------------------------------------------------------------------

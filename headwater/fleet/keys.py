@@ -1,6 +1,7 @@
 """Every Redis key the fleet uses, spelled in this one place.
 
-    headwater:run:{run}                 HASH  the run record: status, source, seq, target, counters
+    headwater:run:{run}                 HASH  the run record: status, source, seq, target, counters,
+                                              truncated (a crawl max_pages cut short)
     headwater:run:{run}:source          STR   the source spec (kind, id, options); lives as long as the run
     headwater:run:{run}:docs            HASH  uri -> state (queued, fetch, parse, embed, write, or terminal)
     headwater:run:{run}:changes         HASH  uri -> the DocumentChange that put it in the run

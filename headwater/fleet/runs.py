@@ -262,7 +262,7 @@ class RunStore:
         return bool(self._transition(keys=[keys.run(run_id)], args=[RunStatus.RUNNING.value, time.time(), "started_at"]))
 
     def store_listing(self, run_id: str, todo: list[DocumentChange], unchanged: list[str], gone: list[str],
-                      scanned: int) -> None:
+                      scanned: int, truncated: bool = False) -> None:
         """The run's documents, written at once (a repeated listing replaces an earlier one whole)."""
         pipe = self.redis.pipeline(transaction=True)
         for part in ("docs", "changes", "todo", "gone"):
@@ -273,7 +273,18 @@ class RunStore:
         for start in range(0, len(gone), 1000):
             pipe.rpush(keys.run(run_id, "gone"), *gone[start:start + 1000])
         pipe.hset(keys.run(run_id), mapping={"scanned": scanned, "unchanged": len(unchanged), "queued": len(todo)})
+        if truncated:  # a crawl whose seeds max_pages already cut: it cannot see the whole site
+            pipe.hset(keys.run(run_id), "truncated", "1")
         pipe.execute()
+
+    def depth(self, run_id: str, uri: str) -> int:
+        """How many links a crawled document is from a seed (a seed, or a document of another kind: 0)."""
+        raw = self.redis.hget(keys.run(run_id, "depth"), uri)
+        return int(raw) if raw is not None else 0
+
+    def truncated(self, run_id: str) -> bool:
+        """Whether max_pages left a URL out of this crawl (so what it did not reach was not looked at)."""
+        return self.redis.hget(keys.run(run_id), "truncated") is not None
 
     @staticmethod
     def _add_documents(pipe: Any, run_id: str, changes: list[DocumentChange]) -> None:

@@ -264,28 +264,29 @@ end
 return {'next', admit(rid, now, queued), maybe_last(rid, now, queued)}
 """
 
-# ARGV: P, member, token, run, parent uri, now, queued, max_pages, max_depth, then (uri, change json) pairs.
-# A crawled document's fetch adds the links it found to the run, while its own lease is held (so the
-# run cannot finish before them): each uri once per run, one link further from a seed than its
-# parent, up to max_depth and max_pages documents; then the window admits what it has room for.
+# ARGV: P, member, token, run, parent uri, now, queued, max_pages, then (uri, change json, depth) triples.
+# A crawled document's fetch adds the links discovery admitted to the run, while its own lease is held
+# (so the run cannot finish before them): headwater.pipeline.discovery.Frontier.take made atomic across
+# workers. Each uri once per run, at most max_pages documents; a uri refused for max_pages marks the
+# run truncated (what it never reached is then not deleted). Then the window admits what it has room for.
 _DISCOVER = _PRELUDE + """
 local m, token, rid, parent = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local now, queued, max_pages, max_depth = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+local now, queued, max_pages = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
 if redis.call('HGET', P .. 'lease:holders', m) ~= token then return {'lost'} end
 if not unfinished(rid) then return {'finished'} end
-local depth = tonumber(redis.call('HGET', rk(rid) .. ':depth', parent) or '0') + 1
 local added = 0
-if depth <= max_depth then
-  for i = 10, #ARGV, 2 do
-    local uri = ARGV[i]
-    if redis.call('HEXISTS', rk(rid) .. ':docs', uri) == 0 then
-      if redis.call('HLEN', rk(rid) .. ':docs') >= max_pages then break end
-      redis.call('HSET', rk(rid) .. ':docs', uri, 'queued')
-      redis.call('HSET', rk(rid) .. ':changes', uri, ARGV[i + 1])
-      redis.call('HSET', rk(rid) .. ':depth', uri, depth)
-      redis.call('RPUSH', rk(rid) .. ':todo', uri)
-      added = added + 1
+for i = 9, #ARGV, 3 do
+  local uri = ARGV[i]
+  if redis.call('HEXISTS', rk(rid) .. ':docs', uri) == 0 then
+    if redis.call('HLEN', rk(rid) .. ':docs') >= max_pages then
+      redis.call('HSET', rk(rid), 'truncated', '1')
+      break
     end
+    redis.call('HSET', rk(rid) .. ':docs', uri, 'queued')
+    redis.call('HSET', rk(rid) .. ':changes', uri, ARGV[i + 1])
+    redis.call('HSET', rk(rid) .. ':depth', uri, ARGV[i + 2])
+    redis.call('RPUSH', rk(rid) .. ':todo', uri)
+    added = added + 1
   end
 end
 if added > 0 then
@@ -512,12 +513,12 @@ class StateMachine:
         m = keys.member(run_id, step, uri)
         return bool(self._defer(args=[keys.PREFIX, m, token, time.time() + retry_in + self.queued]))
 
-    def discover(self, run_id: str, token: str, parent: str, changes: list[tuple[str, str]], max_pages: int,
-                 max_depth: int) -> Moved:
-        """Add documents a held fetch of `parent` discovered to its run: (uri, change JSON) pairs."""
-        pairs = [part for uri, change in changes for part in (uri, change)]
+    def discover(self, run_id: str, token: str, parent: str, found: list[tuple[str, int, str]],
+                 max_pages: int) -> Moved:
+        """Add documents a held fetch of `parent` found, as discovery admitted them: (uri, depth, change JSON)."""
+        triples = [part for uri, depth, change in found for part in (uri, change, depth)]
         return Moved.parse(self._discover(args=[keys.PREFIX, keys.member(run_id, FETCH, parent), token, run_id,
-                                                parent, time.time(), self.queued, max_pages, max_depth, *pairs]))
+                                                parent, time.time(), self.queued, max_pages, *triples]))
 
     def stalled(self, run_id: str) -> list[tuple[str, str, float]]:
         """(step, uri, when its lease expired) of the run's steps whose holder stopped renewing (a lost worker)."""

@@ -24,7 +24,7 @@ from typing import Any
 
 from connectors.base import Closeable, Discoverer
 from headwater.store import chroma_store as ckeys
-from headwater.pipeline import decisions, outcomes
+from headwater.pipeline import decisions, discovery, outcomes
 from headwater.pipeline.deletion_guard import check_deletions, likely_deletions
 from headwater.pipeline.document_plan import DocumentFacts, plan_document
 from headwater.errors import (PROGRAMMING_ERRORS, ConfigurationError, DocumentUnchanged, DocumentVanished,
@@ -171,9 +171,12 @@ def _store_listing(fleet: Fleet, run) -> None:  # noqa: ANN001
     connector = fleet.connector(run.id)
     stored = fleet.store(run.target).documents(run.source_id, backfill=True)
     if isinstance(connector, Discoverer):
-        # Only the seeds are known now; every stored document the run does not reach is gone (see finish).
-        seeds = list(connector.seed_documents())
-        fleet.runs.store_listing(run.id, seeds, [], list(stored), scanned=len(seeds))
+        # Only the seeds are known now (admitted as embedded mode admits them: headwater.pipeline.discovery);
+        # each fetch adds what its page leads to, and finish decides what the run never reached means.
+        frontier = discovery.Frontier(connector.max_pages)
+        seeds = [DocumentChange(run.source_id, url, Op.UPSERT) for url in discovery.seeds(*connector.seed_urls())
+                 if discovery.admit(url, 0, connector.max_depth, connector.refusal) is None and frontier.take(url, 0)]
+        fleet.runs.store_listing(run.id, seeds, [], list(stored), scanned=len(seeds), truncated=frontier.truncated)
         return
     skipped = {k.decode(): v.decode() for k, v in fleet.redis.hgetall(keys.source(run.source_id, "skipped")).items()}
     diff = decisions.diff_listing(connector.list_documents(), stored, skipped)  # a ListingError fails the run
@@ -233,13 +236,9 @@ def fetch(fleet: Fleet, run_id: str, uri: str) -> None:
         else:
             failure = None
         if isinstance(connector, Discoverer):
-            # A crawled source found links while reading: they join the run before this document
-            # ends, so the run cannot finish before them.
-            found = [(link, json.dumps(DocumentChange(run.source_id, link, Op.UPSERT).to_json()))
-                     for link in connector.discovered(uri)]
-            if found:
-                follow(fleet, run_id, fleet.state.discover(run_id, held.token, uri, found, connector.max_pages,
-                                                           connector.max_depth))
+            # A crawled source found links while reading: those discovery admits join the run before
+            # this document ends, so the run cannot finish before them.
+            _discover(fleet, run, held, connector, uri)
         if isinstance(connector, Closeable):
             connector.close()  # its HTTP connections and spooled bodies; the bytes were read
         if isinstance(failure, DocumentUnchanged):  # the source said so without sending the bytes (an HTTP 304)
@@ -541,6 +540,19 @@ def _queue_writes(fleet: Fleet, writer: BatchWriter, run, uri: str, plan: dict |
     return outcome.state, outcome.reason
 
 
+def _discover(fleet: Fleet, run: Any, held: Held, connector: Discoverer, uri: str) -> None:
+    """Admit where a fetched page leads (headwater.pipeline.discovery); the run takes each uri once, up to max_pages."""
+    visited = connector.visited(uri)
+    if visited is None:
+        return
+    depth = fleet.runs.depth(run.id, uri)
+    found = [(link, at, json.dumps(DocumentChange(run.source_id, link, Op.UPSERT).to_json()))
+             for link, at in discovery.candidates(visited, depth)
+             if discovery.admit(link, at, connector.max_depth, connector.refusal) is None]
+    if found:
+        follow(fleet, run.id, fleet.state.discover(run.id, held.token, uri, found, connector.max_pages))
+
+
 # finish -------------------------------------------------------------------------------------
 
 def finish(fleet: Fleet, run_id: str) -> None:
@@ -549,10 +561,13 @@ def finish(fleet: Fleet, run_id: str) -> None:
         run = fleet.run(run_id)
         gone = fleet.runs.gone(run_id)
         if gone:
-            # A crawl's gone list holds every stored document; those it reached are not gone.
+            # A crawl's gone list holds every stored document; those it reached are not gone, and those
+            # it did not are gone only as discovery.deletions says (not after a crawl max_pages cut short).
             states = fleet.runs.states(run_id)
             gone = [uri for uri in gone if states.get(uri) in (None, outcomes.DELETED)]
             if isinstance(fleet.connector(run_id), Discoverer):
+                answered = [uri for uri, state in states.items() if state == outcomes.DELETED]
+                gone = discovery.deletions(gone, answered, complete=not fleet.runs.truncated(run_id))
                 reached = sum(1 for state in states.values() if state != outcomes.DELETED)
                 check_deletions(run.source_id, len(gone) + reached, len(gone), reached, run.allow_mass_delete)
         if gone:

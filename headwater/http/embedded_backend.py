@@ -311,6 +311,19 @@ class EmbeddedBackend:
         row.finished_at = time.time()
         self.store.save_run(row)
         self.store.trim_runs(live.source_id, self.settings.run_history)
+        if row.status.startswith("complete"):
+            self._consolidate(engine, report)
+
+    def _consolidate(self, engine: Any, report: Any) -> None:
+        """After a run that wrote, consolidation as every embedded writer does it, on this sync thread
+        (the one writer of the directory). A pass that fails is logged: the run's writes stand, and the
+        next run that writes tries again."""
+        from headwater.consolidation.stage import after_embedded_pass
+
+        try:
+            after_embedded_pass(engine, report)  # it logs what it did
+        except Exception:  # noqa: BLE001  (a consolidation fault must not stop the sync thread)
+            log.exception("consolidation after run of %s failed; the run's writes stand", report.source_id)
 
     # Schedules -------------------------------------------------------------------------------
 

@@ -17,11 +17,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from connectors.base import Lister, Reader
+from connectors.base import Discoverer, Lister, Reader
 from headwater.store import chroma_store as keys
 from headwater.store.chroma_store import ChromaStore, StoredDocument
 from headwater.errors import DocumentUnchanged, DocumentVanished, PermanentDocumentError, RetryableError, SkippedDocument
-from headwater.pipeline import decisions, outcomes
+from headwater.pipeline import decisions, discovery, outcomes
 from headwater.pipeline.deletion_guard import check_deletions, likely_deletions
 from headwater.pipeline.document_plan import DocumentFacts, DocumentPlan, plan_document, unchanged_by_version
 from headwater.pipeline.skipped_versions import NoSkippedVersions, SkippedVersions
@@ -39,6 +39,7 @@ from headwater.pipeline.embed_sparse import SpladeEncoder
 from headwater.pipeline.fetch import FetchedDocument, fetch_document
 from headwater.pipeline.parse import ParsedDocument, parse_document
 from headwater.pipeline.write import BatchWriter
+from headwater.sync.crawl_pass import CrawlPass
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +109,13 @@ class SyncEngine:
         repair = self.store.single_writer and self.store.manifest.covers(source_id)
         stored = self.store.documents(source_id, backfill=True)
         report = SyncReport(source_id=source_id)
-        diff = decisions.diff_listing(connector.list_documents(), stored, self.skipped.versions(source_id))
+        # A source that finds documents while fetching (a website) is crawled: its listing is what the
+        # crawl reached, and what it did not reach is gone only as discovery.deletions says.
+        crawl = CrawlPass(connector) if isinstance(connector, Discoverer) else None
+        listing = crawl.changes() if crawl is not None else connector.list_documents()
+        diff = decisions.diff_listing(listing, stored, self.skipped.versions(source_id))
+        if crawl is not None:
+            diff.gone = discovery.deletions(diff.gone, crawl.gone, crawl.complete)
         repaired = []
         for uri in diff.unchanged:
             report.unchanged += 1
@@ -119,8 +126,8 @@ class SyncEngine:
             if repair and doc.entry is None:  # its entry was cut short
                 repaired.append(doc.manifest_entry(source_id))
         gone = [DocumentChange(source_id, uri, Op.DELETE) for uri in diff.gone]
-        check_deletions(source_id, len(stored), likely_deletions(stored, diff.listed, diff.todo), len(diff.listed),
-                        allow_mass_delete)
+        deleting = likely_deletions(stored, diff.listed, diff.todo) if crawl is None else len(diff.gone)
+        check_deletions(source_id, len(stored), deleting, len(diff.listed), allow_mass_delete)
         self.store.manifest.write(repaired)
         return self.apply(connector, [*diff.todo, *gone], stored, report)
 

@@ -172,9 +172,13 @@ def test_cli_dry_run_table_then_pass_then_knowledge_query(tmp_path):
 
 def test_embedded_pass_after_a_sync_that_changed_something(corpus):
     from headwater.consolidation.config import ConsolidationSettings
-    from headwater.consolidation.stage import consolidate_after_sync
+    from headwater.consolidation.stage import after_embedded_pass
+    from headwater.pipeline.report import SyncReport
 
-    config = ConsolidationSettings(llm_url="http://127.0.0.1:9/v1", llm_retries=0)
-    assert consolidate_after_sync(corpus.engine, False, config) is None  # an unchanged pass costs nothing
-    report = consolidate_after_sync(corpus.engine, True, config)
+    config = ConsolidationSettings(llm_url="http://127.0.0.1:9/v1", llm_retries=0, after_sync=True)
+    unchanged = SyncReport(source_id="corpus", unchanged=3)
+    assert after_embedded_pass(corpus.engine, unchanged, config) is None  # an unchanged pass costs nothing
+    off = config.model_copy(update={"after_sync": False})
+    assert after_embedded_pass(corpus.engine, SyncReport(source_id="corpus", added=1), off) is None
+    report = after_embedded_pass(corpus.engine, SyncReport(source_id="corpus", added=1), config)
     assert report.written == 2 and corpus.knowledge.count() == 2 and len(report.failed) == 3

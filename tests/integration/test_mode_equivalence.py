@@ -13,7 +13,8 @@ same source state, and compares:
   Metadata left out: `fetched_at` (a web page's fetch time, per run by definition). Nothing else.
 
 A failing step stops its case with both sides' state in the message. The S3 case has no unreadable
-object: moto refuses reads only once IAM is enforced, for every client at once (test_s3.py covers it).
+object: moto refuses reads only once IAM is enforced, for every client at once (test_s3.py covers it);
+it has objects in GLACIER and DEEP_ARCHIVE that were never restored instead, which no GET can read.
 """
 
 from __future__ import annotations
@@ -112,12 +113,13 @@ class Modes:
         self.root, self.fleet, self.embedded, self.s3_endpoint = root, fleet, embedded, s3_endpoint
         self.s3 = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
 
-    def sync(self, collection: str, spec: dict, step: str) -> None:
-        """A full run of the source in each mode; the two must agree."""
+    def sync(self, collection: str, spec: dict, step: str) -> dict:
+        """A full run of the source in each mode; the two must agree. Returns the (one) report."""
         embedded = self.embedded.request(op="sync", collection=collection, spec=spec)
         client = self.fleet.client(collection)
         run = self.fleet.wait_for_run(client, enqueue_sync(client, spec, local_target(client.settings)))
         self.compare(step, embedded, fleet_report(client, run), collection)
+        return embedded_report(embedded["report"])
 
     def push(self, collection: str, connector: GitConnector, before: str, after: str, step: str) -> None:
         """A push delivered to each mode (its own cursor store each); the two must agree."""
@@ -227,8 +229,18 @@ def test_an_s3_prefix(modes: Modes) -> None:
                "blob.bin": BINARY, "broken.pdf": CORRUPT_PDF}
     for name, body in objects.items():
         s3.put_object(Bucket=bucket, Key=f"docs/{name}", Body=body)
+    # Archived by a lifecycle rule and never restored: a GET cannot read it, and both modes say why.
+    s3.put_object(Bucket=bucket, Key="docs/archived.md", Body=note("archives").encode(), StorageClass="GLACIER")
+    s3.put_object(Bucket=bucket, Key="docs/deep.md", Body=note("deep archives").encode(), StorageClass="DEEP_ARCHIVE")
+    # Archived, then restored: its restored copy is read as any other object.
+    s3.put_object(Bucket=bucket, Key="docs/restored.md", Body=note("restores").encode(), StorageClass="GLACIER")
+    s3.restore_object(Bucket=bucket, Key="docs/restored.md", RestoreRequest={"Days": 1})
     spec = S3Connector("s3", bucket, "docs", endpoint_url=modes.s3_endpoint).spec()
-    modes.sync("s3-case", spec, "first sync")
+    first = modes.sync("s3-case", spec, "first sync")
+    assert first["failed"]["docs/archived.md"] == ("stored in GLACIER and not restored; restore it (S3 RestoreObject) "
+                                              "or exclude it"), first
+    assert first["failed"]["docs/deep.md"].startswith("stored in DEEP_ARCHIVE and not restored"), first
+    assert "docs/restored.md" not in first["failed"] and "docs/restored.md" not in first["skipped"], first
     modes.sync("s3-case", spec, "nothing changed")
     s3.put_object(Bucket=bucket, Key="docs/guide.md", Body=note("rotating tokens", 1).encode())
     modes.sync("s3-case", spec, "an edit")
@@ -274,3 +286,34 @@ def test_a_website(modes: Modes) -> None:
         modes.sync("web-case", spec, "an edited page")
         site.remove("/backup.html")
         modes.sync("web-case", spec, "a removed page")
+
+
+def html(title: str, text: str, *links: str) -> str:
+    anchors = " ".join(f'<a href="{link}">{link}</a>' for link in links)
+    return f"<html><head><title>{title}</title></head><body><h1>{title}</h1><p>{text}</p>{anchors}</body></html>"
+
+
+def test_a_website_within_its_limits(modes: Modes) -> None:
+    """Depth and max_pages decide the same pages in both modes, and a crawl max_pages cut short deletes nothing."""
+    with serve(Site()) as site:
+        # / -> a -> deep (two links from the start URL) and then extra, which max_pages leaves out.
+        site.page("/", html("Home", "Start here.", "/a.html"))
+        site.page("/a.html", html("Guide", note("rotating tokens"), "/deep.html", "/extra.html"))
+        site.page("/deep.html", html("Deep", note("backups"), "/deeper.html"))
+        site.page("/extra.html", html("Extra", note("onboarding")))
+        site.page("/deeper.html", html("Deeper", note("tuning")))  # three links away: past max_depth
+        spec = WebConnector("web-limits", [site.url("/")], allow_private_addresses=True, delay_seconds=0.0,
+                            timeout_seconds=5.0, retries=0, max_depth=2, max_pages=3).spec()
+        first = modes.sync("web-limits", spec, "a first crawl within max_depth and max_pages")
+        assert first["added"] == 3, first
+        assert not site.requests("/extra.html") and not site.requests("/deeper.html")
+
+        time.sleep(1.1)  # Last-Modified has one-second resolution
+        # A new page ahead of the guide: max_pages now stops the crawl before it reaches deep.html, and
+        # a crawl cut short does not delete what it did not reach.
+        site.page("/", html("Home", "Start here, with news.", "/news.html", "/a.html"))
+        site.page("/news.html", html("News", note("news")))
+        cut = modes.sync("web-limits", spec, "a recrawl that max_pages cuts short")
+        assert cut["deleted"] == 0 and cut["added"] == 1 and cut["updated"] == 1, cut
+        records = fleet_records(modes.fleet, "web-limits")
+        assert site.url("/deep.html") in {meta["uri"] for _text, meta, _vector in records.values()}

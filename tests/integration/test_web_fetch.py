@@ -101,7 +101,9 @@ def test_a_fast_host_brings_the_delay_down_from_delay_seconds(site: Site) -> Non
         site.page(f"/p{n}.html", f"<html><body><main><p>Page number {n} of the site.</p></main></body></html>")
     connector = WebConnector("fast", [site.url("/")], allow_private_addresses=True)  # delay_seconds 0.5
     try:
-        assert len(list(connector.list_documents())) == 13
+        from headwater.sync.crawl_pass import CrawlPass
+
+        assert len(list(CrawlPass(connector).changes())) == 13
         host = f"127.0.0.1:{site.port}"
         # Started at 0.5 s, moved toward the loopback server's latency with each answer.
         assert connector.pacer.delay(host) < 0.1

@@ -72,7 +72,9 @@ def test_retry_after_is_seconds_or_a_date_and_capped() -> None:
 
 def test_a_source_that_does_not_allow_private_addresses_refuses_loopback_before_connecting() -> None:
     connector = WebConnector("intranet", "http://127.0.0.1:9/docs/", retries=0)
-    listed = list(connector.list_documents())
+    from headwater.sync.crawl_pass import CrawlPass
+
+    listed = list(CrawlPass(connector).changes())
     assert [c.uri for c in listed] == ["http://127.0.0.1:9/docs/"] and listed[0].version is None
     with pytest.raises(PermanentDocumentError, match="loopback address; set allow_private_addresses"):
         connector.stat("http://127.0.0.1:9/docs/")
