@@ -8,7 +8,7 @@ import inspect
 import pytest
 
 from connectors import InvalidSource, build_connector, build_connector_for_url, source_kind, validate_options
-from connectors.base import (AcknowledgedEvents, Checkable, Closeable, FollowsHead, HasCursor, KeepsState,
+from connectors.base import (AcknowledgedEvents, Checkable, Closeable, Discoverer, FollowsHead, HasCursor, KeepsState,
                              Lister, Reader)
 from connectors.folder import FolderConnector
 from connectors.git import GitConnector
@@ -102,7 +102,10 @@ def test_capabilities_are_protocols(tmp_path):
     s3 = build_connector("s3", "s", bucket="reports", endpoint_url="http://127.0.0.1:9")
     git = build_connector("git", "g", url="https://github.com/o/r", cache_dir=tmp_path)
     web = build_connector("web", "w", start_urls=["https://docs.example.com/"])
-    assert all(isinstance(c, Lister) and isinstance(c, Reader) for c in (folder, s3, git, web))
+    assert all(isinstance(c, Lister) and isinstance(c, Reader) for c in (folder, s3, git))
+    # A website is not listed up front: its pages are found while they are fetched (one crawl decision).
+    assert isinstance(web, Discoverer) and not isinstance(web, Lister)
+    assert not any(isinstance(c, Discoverer) for c in (folder, s3, git))
     found = {name: {type(c).__name__ for c in (folder, s3, git, web) if isinstance(c, protocol)}
              for name, protocol in (("check", Checkable), ("acknowledged", AcknowledgedEvents), ("cursor", HasCursor),
                                     ("head", FollowsHead), ("state", KeepsState), ("close", Closeable))}
