@@ -58,6 +58,7 @@ WEIGHTS = PREFIX + "lease:weights"  # how much a batched step's document adds to
 ALL_RUNS = PREFIX + "runs"
 SWEEP_LOCK = PREFIX + "sweep-lock"
 WORKERS = PREFIX + "workers"  # worker name -> its last heartbeat (headwater.fleet.worker_registry)
+LOSSES_SEEN = PREFIX + "workers:losses-seen"  # worker name -> the heartbeat of its loss the sweeper acted on
 EMBEDDED_TEXTS = PREFIX + "stats:embedded-texts"  # texts that went through a model, all runs, per side
 STAGE_SECONDS = PREFIX + "stats:stage-seconds"  # stage -> seconds workers spent in it (headwater.fleet.stage_costs)
 STAGE_DOCUMENTS = PREFIX + "stats:stage-documents"  # stage -> documents it handled

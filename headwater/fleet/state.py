@@ -323,6 +323,18 @@ if BATCHED[step] then enqueue(rid, step, uri, now) end
 return 1
 """
 
+# ARGV: P, now — every step queued but held by nobody becomes due now, so the next sweep re-sends it.
+_HASTEN_UNHELD = _PRELUDE + """
+local now, n = tonumber(ARGV[2]), 0
+for _, m in ipairs(redis.call('ZRANGEBYSCORE', P .. 'leases', '(' .. now, '+inf')) do
+  if redis.call('HEXISTS', P .. 'lease:holders', m) == 0 then
+    redis.call('ZADD', P .. 'leases', now, m)
+    n = n + 1
+  end
+end
+return n
+"""
+
 # ARGV: P, collection, step, token, now, lease, max_deliveries, queued, max_docs, max_weight
 # Take a batch of a batched step: due documents, oldest first, until max_docs or max_weight is reached
 # (the first is always taken), each by its own lease.
@@ -434,6 +446,7 @@ class StateMachine:
         self._acquire, self._renew, self._commit = register(_ACQUIRE), register(_RENEW), register(_COMMIT)
         self._fail_attempt, self._listed = register(_FAIL_ATTEMPT), register(_LISTED)
         self._start_known, self._close, self._redrive = register(_START_KNOWN), register(_CLOSE), register(_REDRIVE)
+        self._hasten_unheld = register(_HASTEN_UNHELD)
         self._take, self._claim_document, self._defer = register(_TAKE), register(_CLAIM_DOCUMENT), register(_DEFER)
         self._schedule = register(_SCHEDULE)
         self._discover = register(_DISCOVER)
@@ -482,6 +495,16 @@ class StateMachine:
     def redrive(self, lease_member: str, base: float) -> int:
         run_id, step, uri = keys.split_member(lease_member)
         return int(self._redrive(args=[keys.PREFIX, lease_member, run_id, step, uri, time.time(), base]))
+
+    def hasten_unheld(self) -> int:
+        """Make every queued step that no worker holds due now (the next sweep re-sends it); how many.
+
+        For a worker that was lost: the messages it had taken but not started (a delayed batch message
+        waits in the worker's memory until it is due) died with it, and their steps would otherwise
+        wait out the re-send delay. A step whose message is still queued runs once; its duplicate
+        finds it held or done and stops.
+        """
+        return int(self._hasten_unheld(args=[keys.PREFIX, time.time()]))
 
     def take_batch(self, collection: str, step: str, token: str, max_docs: int,
                    max_weight: float = float("inf")) -> tuple[list[tuple[str, str]], list[Moved]]:

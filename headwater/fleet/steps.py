@@ -33,6 +33,7 @@ from headwater.fleet import batches, keys
 from headwater.fleet.batches import BATCH_TASK, Batch
 from headwater.fleet.context import Fleet
 from headwater.fleet.payloads import pack_dense, unpack_dense
+from headwater.fleet.worker_registry import WorkerRegistry
 from headwater.fleet.state import BATCHED_STEPS, DENSE, FETCH, FINISH, LIST, PARSE, SPARSE, WRITE, Commit, Moved
 from headwater.models import DocumentChange, Op
 from headwater.observability import metrics
@@ -635,6 +636,10 @@ def sweep(fleet: Fleet) -> int:
     redriven = 0
     batches_due: set[tuple[str, str]] = set()  # (step, collection): one batch task each per sweep
     try:
+        lost = WorkerRegistry(fleet.redis).newly_lost()
+        if lost:  # the messages they had taken but not started died with them: re-send those steps now
+            hastened = fleet.state.hasten_unheld()
+            log.warning("workers %s went offline; %d queued steps are sent again now", ", ".join(lost), hastened)
         for lease in fleet.state.expired():
             if fleet.state.redrive(lease, fleet.settings.redrive_after_seconds) != 1:
                 continue

@@ -48,6 +48,22 @@ class WorkerRegistry:
     def step_ended(self, name: str, process: str) -> None:
         self.redis.hdel(keys.worker_steps(name), str(process))
 
+    def newly_lost(self) -> list[str]:
+        """Workers that went offline since the last call: each loss is answered once (by the sweeper).
+
+        A loss is known by the worker's last heartbeat, so a worker that comes back under its name and
+        is lost again is a new loss. Only the sweeper calls this, and sweeps never overlap.
+        """
+        seen = {_text(name): _text(value) for name, value in self.redis.hgetall(keys.LOSSES_SEEN).items()}
+        lost = {w["name"]: repr(w["last_seen"]) for w in self.workers() if w["state"] == "offline"}
+        new = {name: last_seen for name, last_seen in lost.items() if seen.get(name) != last_seen}
+        if new:
+            self.redis.hset(keys.LOSSES_SEEN, mapping=new)
+        forgotten = set(seen) - set(lost)
+        if forgotten:
+            self.redis.hdel(keys.LOSSES_SEEN, *forgotten)
+        return sorted(new)
+
     def workers(self) -> list[dict[str, Any]]:
         """Every worker seen lately: online, offline (heartbeat too old) or stopped, with its current steps."""
         now = time.time()

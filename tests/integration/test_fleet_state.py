@@ -371,3 +371,30 @@ def test_a_worker_restarted_under_its_name_does_not_show_its_killed_predecessors
     assert worker["state"] == "online" and worker["started_at"] == 200.0 and worker["current_steps"] == []
     registry.step_started("pod-0@node", "77:1", "headwater.parse_document", {"run_id": "r", "document": "big.pdf"})
     assert [s["document"] for s in registry.workers()[0]["current_steps"]] == ["big.pdf"]  # its own steps show
+
+
+def test_a_lost_workers_unstarted_messages_are_sent_again_as_soon_as_it_is_seen_offline(client, redis_url):
+    """A worker killed with messages it had taken but not started (a delayed batch task waits in the
+    worker's memory until it is due) takes them along. The sweeper re-sends every queued step that no worker
+    holds when it first sees the worker offline, instead of after the re-send delay (120 s by default); a
+    step a live worker holds is left alone, and each loss is answered once."""
+    from headwater.fleet import steps, worker_registry
+    from headwater.fleet.context import Fleet
+    from headwater.settings import Settings
+
+    sent: list[tuple[str, list]] = []
+    fleet = Fleet(Settings(redis_url=redis_url, redrive_after_seconds=120),
+                  lambda task, args, countdown=None: sent.append((task, args)))
+    run_id = listed_run(client, ["a", "b"])
+    assert fleet.state.acquire(run_id, FETCH, "a", "alive").status == "ok"
+    registry = worker_registry.WorkerRegistry(client)
+    registry.heartbeat("pod-0@node", ["headwater.fetch"], 1, 100.0)
+    assert steps.sweep(fleet) == 0 and sent == []  # all online: queued "b" waits its turn
+
+    lost = json.loads(client.hget(keys.WORKERS, "pod-0@node"))
+    lost["last_seen"] -= worker_registry.OFFLINE_AFTER_SECONDS + 1
+    client.hset(keys.WORKERS, "pod-0@node", json.dumps(lost))
+    assert steps.sweep(fleet) == 1
+    assert sent == [(steps.TASK_OF_STEP[FETCH], [run_id, "b"])]  # "a" is held by a live worker
+    assert steps.sweep(fleet) == 0 and len(sent) == 1  # the loss was answered; "b" waits its grown gap now
+    assert fleet.state.acquire(run_id, FETCH, "b", "new").status == "ok"
