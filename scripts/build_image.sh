@@ -13,6 +13,7 @@
 # 3. In the built image, with --network none: headwater doctor, headwater sync examples/docs, and a
 #    query whose first hit must be ops/runbook.md. Then the image's size.
 #
+# Every step is bounded (timeout): debootstrap 30 min, the build 60 min, the smoke test 10 min.
 # Needs root and Debian's podman, runc and debootstrap (apt-get install podman runc debootstrap).
 # docs/operations.md ("The container image") says why runc and the explicit --ulimit values.
 set -Eeuo pipefail
@@ -46,7 +47,7 @@ else
     trap 'rm -rf "$rootfs"' EXIT
     # What python:3.11-slim has and the Dockerfile relies on: python3 with venv and ensurepip's pip
     # wheel, and CA certificates for pip and apt over https.
-    debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates \
+    timeout 1800 debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates \
       bookworm "$rootfs" "$mirror" >"$cache/debootstrap.log" 2>&1 \
       || { tail -n 20 "$cache/debootstrap.log" >&2; die "debootstrap failed (full log: $cache/debootstrap.log); check that $mirror is reachable or set DEBIAN_MIRROR"; }
     # Security and point-release updates, as the official images have them.
@@ -55,7 +56,7 @@ deb $mirror bookworm main
 deb $mirror bookworm-updates main
 deb http://deb.debian.org/debian-security bookworm-security main
 EOF
-    chroot "$rootfs" sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get upgrade -y -qq && apt-get clean && rm -rf /var/lib/apt/lists/*' \
+    timeout 1200 chroot "$rootfs" sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get upgrade -y -qq && apt-get clean && rm -rf /var/lib/apt/lists/*' \
       >>"$cache/debootstrap.log" 2>&1 || die "updating the base's packages failed (log: $cache/debootstrap.log)"
     tar -C "$rootfs" --numeric-owner -cf "$tarball.tmp" . && mv "$tarball.tmp" "$tarball"
     rm -rf "$rootfs"
@@ -81,7 +82,7 @@ pip_conf="$(mktemp "${TMPDIR:-/tmp}/headwater-build-pip.XXXXXX.conf")"
 trap 'rm -f "$pip_conf"' EXIT
 printf '[global]\ncert = %s\n' "$ca_bundle" >"$pip_conf"
 previous="$(podman image inspect --format '{{.Id}}' "$tag" 2>/dev/null || true)"
-podman build --isolation chroot --build-arg BASE_IMAGE="$base" \
+timeout 3600 podman build --isolation chroot --build-arg BASE_IMAGE="$base" \
   -v "$ca_bundle:$ca_bundle:ro" -v "$pip_conf:/etc/pip.conf:ro" \
   -f infra/Dockerfile -t "$tag" .
 rm -f "$pip_conf"
@@ -107,7 +108,7 @@ nproc="$(ulimit -Hu)"
 pid_max="$(cat /proc/sys/kernel/pid_max)"
 if [ "$nproc" = unlimited ] || [ "$nproc" -gt "$pid_max" ]; then nproc="$pid_max"; fi
 [ "$nofile" != unlimited ] || nofile=1048576
-run=(podman run --rm --runtime runc --network none
+run=(timeout 600 podman run --rm --runtime runc --network none
      --ulimit "nofile=$nofile:$nofile" --ulimit "nproc=$nproc:$nproc"
      -v "$PWD/examples/docs:/data/docs:ro")
 t=$SECONDS
