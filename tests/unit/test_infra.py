@@ -201,3 +201,72 @@ def test_env_example_documents_every_setting():
                 assert note.startswith("# (secret"), f"{var} is a secret: the line after it must say (secret)"
                 if field.default is None:
                     assert value == "", f"{var} is a secret: .env.example must not give it a value"
+
+
+def _dockerfile() -> list[tuple[str, str]]:
+    """infra/Dockerfile's instructions as (KEYWORD, arguments), continuation lines joined, comments dropped."""
+    instructions, pending = [], ""
+    for line in (INFRA / "Dockerfile").read_text().splitlines():
+        if not pending and (not line.strip() or line.lstrip().startswith("#")):
+            continue
+        pending += line.rstrip().removesuffix("\\") + " " if line.rstrip().endswith("\\") else line.strip()
+        if not line.rstrip().endswith("\\"):
+            keyword, _, arguments = pending.strip().partition(" ")
+            instructions.append((keyword.upper(), " ".join(arguments.split())))
+            pending = ""
+    return instructions
+
+
+def _no_deps_installs(text: str) -> set[str]:
+    """What `pip install --no-deps` installs in `text`: requirement files (-r FILE) and local packages (./DIR)."""
+    found = set()
+    for command in re.findall(r"install[^\n&|;]*--no-deps[^\n&|;]*", text):
+        words = command.split()
+        found |= {words[i + 1] for i, w in enumerate(words[:-1]) if w == "-r"}
+        found |= {w.removeprefix("./") for w in words if w.startswith("./")}
+    return found
+
+
+def _quickstart_part(install_sh: str) -> str:
+    """install.sh without its `--test`-only branches (what the quickstart and the image run)."""
+    kept, skipping = [], False
+    for line in install_sh.splitlines():
+        stripped = line.strip()
+        if re.match(r'if \[ "\$test_install" = 1 \]', stripped):
+            skipping = True
+        elif skipping and stripped in ("else", "fi"):
+            skipping = False
+        elif not skipping:
+            kept.append(line)
+    return "\n".join(kept)
+
+
+def test_the_dockerfile_installs_dependencies_before_it_copies_the_code():
+    """A code change must not rebuild the dependency layers: they come from the dependency files alone."""
+    instructions = _dockerfile()
+    copies_code = [i for i, (k, a) in enumerate(instructions)
+                   if k == "COPY" and "." in [w for w in a.split() if not w.startswith("--")][:-1]]
+    assert copies_code, "infra/Dockerfile never copies the source tree (COPY . /app)"
+    dependencies = [i for i, (k, a) in enumerate(instructions)
+                    if k == "RUN" and "--no-deps -r requirements-nodeps.txt" in a and "pip install -r" in a]
+    assert dependencies, "infra/Dockerfile has no RUN that installs the dependencies from their files"
+    assert dependencies[0] < copies_code[0], "the dependencies are installed after `COPY .`: every code change reinstalls them"
+    for keyword, arguments in instructions[:dependencies[0]]:
+        if keyword in ("COPY", "ADD"):
+            sources = [w for w in arguments.split() if not w.startswith("--")][:-1]
+            assert not set(sources) & {".", *PACKAGES}, f"`{keyword} {arguments}` puts code in the dependency layers"
+    # Headwater itself is installed by the same script as a checkout's quickstart, after the code is in.
+    assert any(k == "RUN" and "scripts/install.sh" in a for k, a in instructions[copies_code[0]:])
+
+
+def test_the_dockerfile_installs_without_dependencies_what_install_sh_does():
+    """The image's dependency layer and scripts/install.sh read the same --no-deps lists (one place to change them)."""
+    instructions = _dockerfile()
+    (at,) = [i for i, (k, a) in enumerate(instructions) if k == "RUN" and "--no-deps" in a]
+    install_sh = (PROJECT / "scripts" / "install.sh").read_text()
+    expected = _no_deps_installs(_quickstart_part(install_sh))
+    assert "requirements-nodeps.txt" in expected, f"the parse of install.sh found only {expected}"
+    assert _no_deps_installs(instructions[at][1]) == expected
+    copied = [Path(w) for k, a in instructions[:at] if k == "COPY" for w in a.split()[:-1] if not w.startswith("--")]
+    for path in expected:  # each is copied in before that layer, on its own or in its folder
+        assert any(c == Path(path) or c in Path(path).parents for c in copied), f"{path} is not copied before it is installed"
