@@ -195,6 +195,9 @@ class FolderConnector:
         observer = Observer()
         observer.schedule(handler, str(self.root), recursive=True)
         observer.start()
+        # A change made after the caller's last pass but before the observer was scheduled has no event:
+        # one full pass now (a stat per unchanged file) closes that gap, so nothing written at start-up is missed.
+        on_changes(None)
         try:
             while not stop.wait(min(0.1, self.debounce_seconds or 0.1)):
                 if handler.take_rescan():

@@ -66,3 +66,24 @@ def test_watch_picks_up_create_modify_move_delete(make_harness, tmp_path):
         watcher.join(timeout=10)
     assert not watcher.is_alive()
     assert not any(r.failed for r in reports)
+
+
+def test_a_file_written_between_the_first_pass_and_the_observer_is_not_missed(make_harness, tmp_path):
+    """`headwater watch` syncs, prints "watching", then starts its observer: a file saved in between has no
+    event. The watch begins with a catch-up pass, so it is indexed without any later change to announce it."""
+    root = tmp_path / "watched"
+    root.mkdir()
+    (root / "existing.md").write_text("# Existing\n\nIndexed by the first pass.\n")
+    h = make_harness(root)
+    h.sync()
+    (root / "between.md").write_text("# Between\n\nSaved after the first pass, before the observer ran.\n")
+    stop = threading.Event()
+    reports = []
+    watcher = threading.Thread(target=run_watch, args=(h.engine, h.connector, stop, reports.append), daemon=True)
+    watcher.start()
+    try:
+        _eventually(lambda: "between.md" in h.records())
+        assert reports and reports[0].added == 1, reports
+    finally:
+        stop.set()
+        watcher.join(timeout=10)
