@@ -10,7 +10,7 @@ import os
 from datetime import datetime, timezone
 from pathlib import Path
 
-_VPN = """# Connecting to the VPN
+VPN = """# Connecting to the VPN
 
 Install the WireGuard client from the software portal, then import the profile that the IT desk
 sends you by email. Turn the tunnel on before you open any internal tool; the wiki, the build
@@ -85,8 +85,8 @@ their positions change from one night to the next.
 
 # (path, text, modification date)
 DOCUMENTS: list[tuple[str, str, str]] = [
-    ("handbook/vpn.md", _VPN, "2024-05-01"),
-    ("docs/it/vpn-setup.md", _VPN, "2024-06-10"),
+    ("handbook/vpn.md", VPN, "2024-05-01"),
+    ("docs/it/vpn-setup.md", VPN, "2024-06-10"),
     ("handbook/backups.md", _BACKUP, "2024-02-01"),
     ("wiki/ops/backups.md", _BACKUP_NEAR, "2024-02-03"),
     ("policies/expenses-2023.md", _EXPENSES_2023, "2023-01-15"),

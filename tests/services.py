@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -79,6 +80,16 @@ def stop_process(process: subprocess.Popen, seconds: float = 15) -> None:
         process.wait(timeout=seconds)
     except subprocess.TimeoutExpired:
         process.kill()
+
+
+def stop_process_group(process: subprocess.Popen, sig: int = signal.SIGTERM, seconds: float = 60) -> None:
+    """`sig` to the process's whole group (a worker and its pool, say), then SIGKILL if it has not exited."""
+    os.killpg(process.pid, sig)
+    try:
+        process.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
 
 
 @contextmanager

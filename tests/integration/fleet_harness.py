@@ -14,6 +14,7 @@ import redis
 
 from headwater.fleet import keys
 from headwater.settings import Settings
+from tests.services import stop_process_group
 
 # Fast liveness for tests: a lost step is re-driven within seconds, not minutes.
 TEST_TIMING = {"HEADWATER_LEASE_SECONDS": "4", "HEADWATER_SWEEP_INTERVAL_SECONDS": "1",
@@ -82,13 +83,7 @@ class FleetProcesses:
 
     def stop_one(self, name: str) -> None:
         """Stop one process on purpose (SIGTERM, as a deploy does), waiting for it to exit."""
-        process = self.processes.pop(name)
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=30)
+        stop_process_group(self.processes.pop(name))
 
     def pause(self, name: str) -> None:
         """Freeze a process (SIGSTOP): it holds what it holds and does nothing until resumed."""

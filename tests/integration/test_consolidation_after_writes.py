@@ -18,19 +18,12 @@ from pathlib import Path
 import pytest
 
 from headwater.consolidation import knowledge as kn
+from tests.consolidation_corpus import VPN
 from tests.integration.http_harness import ServeProcess
-from tests.services import wait_until
+from tests.services import stop_process_group, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
-VPN = """# Connecting to the VPN
-
-Install the WireGuard client from the software portal, then import the profile that the IT desk
-sends you by email. Turn the tunnel on before you open any internal tool; the wiki, the build
-dashboards and the staging databases refuse connections from outside it. If the handshake fails,
-check that your laptop clock is correct, because the server rejects keys from clients whose clock
-drifts, and ask the IT desk to issue a fresh profile when it still fails.
-"""
 CONSOLIDATE_AFTER_WRITES = {"HEADWATER_CONSOLIDATE_AFTER_SYNC": "true",
                             "HEADWATER_CONSOLIDATE_LLM_URL": "http://127.0.0.1:9/v1",
                             "HEADWATER_CONSOLIDATE_LLM_RETRIES": "0"}
@@ -81,12 +74,7 @@ def test_watch_consolidates_after_each_pass_that_wrote(tmp_path):
                    "a consolidation pass after the second copy")
     finally:
         if watch.poll() is None:
-            os.killpg(watch.pid, signal.SIGINT)
-        try:
-            watch.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(watch.pid, signal.SIGKILL)
-            watch.wait(timeout=10)
+            stop_process_group(watch, signal.SIGINT, seconds=30)
     assert watch.returncode == 0, log_path.read_text()[-3000:]
     assert _knowledge(tmp_path / "store", "watched") == {("handbook.md", "it/copy.md")}
 
