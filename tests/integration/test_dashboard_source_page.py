@@ -59,14 +59,14 @@ class Browser:
         assert self.client.post("/admin/login", data={"token": TOKEN}).status_code == 303
         self.csrf = re.search(r'name="csrf" value="([^"]+)"', self.client.get("/admin").text).group(1)
 
-    def post(self, path: str, **form: str) -> str:
+    def post(self, url: str, /, **form: str) -> str:
         """Post a form; every dashboard form answers 303. Returns where it leads."""
-        answer = self.client.post(path, data={"csrf": self.csrf, **form})
-        assert answer.status_code == 303, (path, answer.status_code, answer.text[:500])
+        answer = self.client.post(url, data={"csrf": self.csrf, **form})
+        assert answer.status_code == 303, (url, answer.status_code, answer.text[:500])
         return answer.headers["location"]
 
-    def get(self, path: str) -> httpx.Response:
-        return self.client.get(path)
+    def get(self, path: str, **params: str) -> httpx.Response:
+        return self.client.get(path, params=params)
 
 
 def _run_id(location: str) -> str:
@@ -135,7 +135,7 @@ def _operator_works_a_source_from_its_page(serve: ServeProcess) -> None:
     assert api.get("/api/v1/sources/handbook").json()["schedule_interval_seconds"] == 5400
 
     # Pause, then resume at once: the resume starts a new period (from now), and pausing stops the schedule.
-    time.sleep(2)
+    time.sleep(3)  # the edit started a period; a resume must start another, seconds later
     browser.post("/admin/sources/handbook/schedule/pause")
     paused = api.get("/api/v1/sources/handbook").json()
     assert paused["schedule_paused_at"] and paused["next_run_at"] is None
@@ -194,7 +194,7 @@ def _operator_works_a_source_from_its_page(serve: ServeProcess) -> None:
     assert missing.status_code == 404 and "There is no source nope." in missing.text and "<html" in missing.text
     assert browser.post("/admin/sources/nope/sync") == "/admin"
     _refused(browser.get("/admin"), 404, "There is no source nope")
-    bad_query = browser.get("/admin/search", params={"q": "x", "k": "many"})
+    bad_query = browser.get("/admin/search", q="x", k="many")
     assert bad_query.status_code == 422 and "valid integer" in bad_query.text and "<html" in bad_query.text
     browser.client.close()
 
