@@ -269,7 +269,8 @@ def source_runs_fragment(request: Request, source_id: str) -> Response:
     source = _svc(request).catalog.get(source_id)
     if source is None:
         raise HTTPException(404, f"There is no source {source_id}.")
-    return _render(request, "_source_runs.html", session, source=source, **source_context(_svc(request), source))
+    return _render(request, "_source_runs.html", session, source=source,
+                   **source_context(_svc(request), source, counts_max_age=60))
 
 
 # Run actions (POST, CSRF-checked; 303 with a flash) ----------------------------------------------

@@ -51,8 +51,9 @@ def form_values(config: Any) -> dict[str, Any]:
     return values
 
 
-def source_context(svc: Any, source: Any) -> dict[str, Any]:
-    """Everything the source page shows besides its form."""
+def source_context(svc: Any, source: Any, counts_max_age: float = 1.0) -> dict[str, Any]:
+    """Everything the source page shows besides its form (its document and chunk counts at most
+    `counts_max_age` seconds old: the page is opened after runs, the polled panel reads the cache)."""
     runs = svc.backend.list_runs(RUNS_SHOWN, source.id)
     now = time.time()
     for run in runs:
@@ -60,7 +61,7 @@ def source_context(svc: Any, source: Any) -> dict[str, Any]:
     latest = next((r for r in runs if r["finished"]), None)
     paused_at = svc.store.paused_schedules().get(source.id)
     scheduled = bool(source.config.schedule_interval_seconds or source.config.schedule_cron)
-    counts = svc.stats.source_summary().get(source.id, {})
+    counts = svc.stats.source_summary(counts_max_age).get(source.id, {})
     return {"runs": runs, "latest": latest, "paused_at": paused_at, "scheduled": scheduled,
             "schedule": schedule_text(source.config),
             "next_run_at": None if paused_at or not scheduled else svc.backend.next_run_at(source.id),
