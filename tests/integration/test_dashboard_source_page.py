@@ -161,7 +161,6 @@ def _operator_works_a_source_from_its_page(serve: ServeProcess) -> None:
     assert synced["status"] == "complete" and synced["trigger"] == "manual", synced
     runs = browser.get("/admin/sources/handbook").text
     assert all(r[:12] in runs for r in (first["id"], retry["id"], synced["id"]))
-    assert 'id="source-counts">4 documents' in runs  # the 3 notes and latin1.md; empty.md has nothing to index
 
     # Delete: a page says what happens to the chunks; no choice is a refusal; keep leaves them searchable.
     confirm = browser.get("/admin/sources/handbook/delete")
