@@ -219,10 +219,10 @@ class Settings(BaseSettings):
     # needs this as `Authorization: Bearer`; unset, the route answers 404.
     s3_webhook_token: SecretStr | None = None
     """`headwater serve`: bearer token of `POST /webhooks/s3/{source_id}`; unset, that route answers 404."""
-    # Folder sources added through the API must lie under one of these directories (empty: anywhere
-    # the serving process can read). A token holder can otherwise index any readable directory.
-    folder_roots: list[Path] = Field(default_factory=list)
-    """`headwater serve`: folder sources added through the API must lie under one of these directories (a JSON list; empty: anywhere)."""
+    # Folder sources added through the API must lie under one of these directories: a token holder
+    # could otherwise index any readable directory. Unset: headwater.http.folder_roots's default.
+    folder_roots: list[Path] | None = None
+    """`headwater serve`: folder sources added through the API or the dashboard must lie under one of these directories (a JSON list; `[]`: none). Unset: the directory serve was started in, or none when that is `/`, a home directory itself, a directory holding unrelated ones (`/home`, `/tmp`, `/var`, `/srv`, `/opt`...) or a system directory (`/etc`, `/usr`, `/proc`...)."""
     # How often serve samples queue depths and throughput for the dashboard charts and /metrics.
     stats_interval_seconds: float = Field(default=5.0, gt=0)
     """`headwater serve`: how often queue depths and throughput are sampled for the dashboard charts and `/metrics`."""

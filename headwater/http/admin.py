@@ -14,6 +14,7 @@ from fastapi import APIRouter, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
+from headwater.http import flash
 from headwater.http.auth import SESSION_COOKIE
 
 router = APIRouter(prefix="/admin", include_in_schema=False)
@@ -65,23 +66,42 @@ def _session(request: Request) -> dict[str, Any]:
     return session
 
 
-async def http_error(request: Request, exc: HTTPException) -> Response:
-    """Dashboard auth failures: a GET goes to the login page, a POST is refused and changes nothing."""
+async def http_error(request: Request, exc: Any) -> Response:
+    """Dashboard errors as pages: a GET without a session goes to the login page; anything else refused
+    says why, in words, and (for a post) that nothing changed."""
     if exc.status_code == 401 and request.method == "GET":
         return RedirectResponse(f"/admin/login?next={quote(request.url.path)}", status_code=303)
-    return templates.TemplateResponse(request, "error.html", {"message": exc.detail, "session": None},
-                                      status_code=exc.status_code)
+    svc = getattr(request.app.state, "services", None)
+    session = svc.auth.session(request) if svc is not None and exc.status_code not in (401, 403) else None
+    return templates.TemplateResponse(request, "error.html", {
+        "message": exc.detail if isinstance(exc.detail, str) else "The request was refused.",
+        "session": session, "status": exc.status_code, "unchanged": request.method == "POST",
+        "serve_mode": svc.backend.mode if svc else "", "collection": svc.settings.collection if svc else ""},
+        status_code=exc.status_code)
+
+
+async def invalid_request(request: Request, problems: list[tuple[str, str]]) -> Response:
+    """A dashboard request whose parameters did not parse (a letter in a number, say): a page naming each."""
+    words = "; ".join(f"{field}: {message}" for field, message in problems)
+    return await http_error(request, HTTPException(422, f"The request was not understood ({words})."))
 
 
 def _render(request: Request, name: str, session: dict[str, Any] | None, status_code: int = 200, **context: Any) -> HTMLResponse:
+    """A page (with the flash a form post left for it: its message, and a refusal's 4xx status), or a
+    fragment (templates named _*, polled by the page: they never take the flash)."""
     svc = _svc(request)
-    return templates.TemplateResponse(request, name, {"session": session, "serve_mode": svc.backend.mode,
-                                                      "collection": svc.settings.collection, **context},
-                                      status_code=status_code)
-
-
-def _back(path: str, notice: str = "") -> RedirectResponse:
-    return RedirectResponse(path + (f"?notice={quote(notice)}" if notice else ""), status_code=303)
+    shown = None if name.startswith("_") else flash.take(request, session)
+    if shown is not None and shown.refused:
+        context.update(error=shown.message, unchanged=True)
+        status_code = shown.status
+    elif shown is not None:
+        context["notice"] = shown.message
+    response = templates.TemplateResponse(request, name, {"session": session, "serve_mode": svc.backend.mode,
+                                                          "collection": svc.settings.collection, **context},
+                                          status_code=status_code)
+    if not name.startswith("_"):
+        flash.forget(request, response)
+    return response
 
 
 # Login -----------------------------------------------------------------------------------------
@@ -127,12 +147,14 @@ def logout(request: Request, csrf: str = Form("")) -> Response:
 def _sources(request: Request) -> list[dict[str, Any]]:
     svc = _svc(request)
     summary = svc.stats.source_summary()
+    paused = svc.store.paused_schedules()
     rows = []
     for source in svc.catalog.all():
         runs = svc.backend.list_runs(20, source.id)
         last = runs[0] if runs else None
         finished = next((r for r in runs if r["finished"]), None)
-        rows.append({"source": source, "last": last, "next_run_at": svc.backend.next_run_at(source.id),
+        rows.append({"source": source, "last": last, "paused": source.id in paused,
+                     "next_run_at": None if source.id in paused else svc.backend.next_run_at(source.id),
                      "errors": len(finished["errors"]) if finished else 0,
                      "errors_run": finished["id"] if finished else None,
                      "documents": summary.get(source.id, {}).get("documents", 0),
@@ -147,9 +169,9 @@ def _live_context(request: Request) -> dict[str, Any]:
 
 
 @router.get("", response_class=HTMLResponse)
-def dashboard(request: Request, notice: str = "") -> Response:
+def dashboard(request: Request) -> Response:
     session = _session(request)
-    return _render(request, "dashboard.html", session, notice=notice, form={}, **_live_context(request))
+    return _render(request, "dashboard.html", session, **_live_context(request))
 
 
 @router.get("/fragments/live", response_class=HTMLResponse)
@@ -165,12 +187,12 @@ def stats_json(request: Request) -> JSONResponse:
 
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
-def run_page(request: Request, run_id: str, notice: str = "") -> Response:
+def run_page(request: Request, run_id: str) -> Response:
     session = _session(request)
     run = _svc(request).backend.get_run(run_id)
     if run is None:
-        raise HTTPException(404, f"no run {run_id}")
-    return _render(request, "run.html", session, run=run, notice=notice)
+        raise HTTPException(404, f"There is no run {run_id} (or its history was trimmed).")
+    return _render(request, "run.html", session, run=run)
 
 
 @router.get("/fragments/runs/{run_id}", response_class=HTMLResponse)
@@ -201,21 +223,24 @@ def search_page(request: Request, q: str = "", mode: str = "auto", source_id: st
                    sources=[s.id for s in _svc(request).catalog.all()])
 
 
-# Actions (POST, CSRF-checked) --------------------------------------------------------------------
+# Sources ---------------------------------------------------------------------------------------
 
 
-def _source_page(request: Request, session: dict[str, Any], kind: str, source: Any = None, *,
-                 typed: Any = None, error: str = "", notice: str = "", status_code: int = 200) -> HTMLResponse:
+def _source_page(request: Request, session: dict[str, Any], kind: str, source: Any = None) -> HTMLResponse:
     """A source's page: its form (kind-specific fields from the kind's options model), and for a stored
-    source its settings and actions. `typed`: what a refused form held, shown again with the error."""
+    source its settings, runs, failed and skipped documents and actions. A form the last post refused
+    (in the flash) is shown again as it was typed, beside the reason."""
     from connectors import registered_kinds
     from headwater.http.source_forms import option_fields
+    from headwater.http.source_view import form_values, source_context
 
+    shown = flash.take(request, session)
+    typed = shown.form if shown is not None and shown.refused else None
     options = source.config.options if source is not None else {}
-    values = dict(typed) if typed is not None else (source.config.model_dump() if source is not None else {})
-    return _render(request, "source.html", session, status_code=status_code, source=source, kind=kind,
-                   kinds=registered_kinds(), fields=option_fields(kind, options, typed), values=values,
-                   error=error, notice=notice)
+    values = dict(typed) if typed is not None else (form_values(source.config) if source is not None else {})
+    context = source_context(_svc(request), source) if source is not None else {}
+    return _render(request, "source.html", session, source=source, kind=kind, kinds=registered_kinds(),
+                   fields=option_fields(kind, options, typed), values=values, **context)
 
 
 @router.get("/sources/new", response_class=HTMLResponse)
@@ -224,111 +249,48 @@ def new_source_page(request: Request, kind: str = "folder") -> Response:
 
     session = _session(request)
     if kind not in registered_kinds():
-        raise HTTPException(404, f"no source kind {kind}; known kinds: {', '.join(registered_kinds())}")
+        raise HTTPException(404, f"There is no source kind {kind}; known kinds: {', '.join(registered_kinds())}.")
     return _source_page(request, session, kind)
 
 
 @router.get("/sources/{source_id}", response_class=HTMLResponse)
-def source_page(request: Request, source_id: str, notice: str = "") -> Response:
+def source_page(request: Request, source_id: str) -> Response:
     session = _session(request)
     source = _svc(request).catalog.get(source_id)
     if source is None:
-        raise HTTPException(404, f"no source {source_id}")
-    return _source_page(request, session, source.config.kind, source, notice=notice)
+        raise HTTPException(404, f"There is no source {source_id}.")
+    return _source_page(request, session, source.config.kind, source)
 
 
-async def _typed_form(request: Request) -> dict[str, str]:
-    return {name: value for name, value in (await request.form()).items() if isinstance(value, str)}
+@router.get("/fragments/sources/{source_id}/runs", response_class=HTMLResponse)
+def source_runs_fragment(request: Request, source_id: str) -> Response:
+    from headwater.http.source_view import source_context
 
-
-@router.post("/sources")
-async def add_source(request: Request) -> Response:
-    """Add a source of any kind and start its first sync; a refused form comes back (422) with the message
-    the API gives for the same mistake, and nothing stored."""
-    from connectors import InvalidSource, registered_kinds
-    from headwater.http.source_forms import source_from_form
-    from headwater.http.sources import parse_stored_source
-
-    typed = await _typed_form(request)
-    session, svc = _form_post(request, typed.get("csrf", ""))
-    kind = typed.get("kind") or "folder"
-    try:
-        config = parse_stored_source(source_from_form(typed, kind), svc.settings)
-        if svc.catalog.get(config.id) is not None:
-            raise InvalidSource([("id", f"source {config.id} already exists")])
-        svc.store.create_source(config, {})
-    except InvalidSource as exc:
-        shown = kind if kind in registered_kinds() else "folder"
-        return _source_page(request, session, shown, typed=typed, error=str(exc), status_code=422)
-    source = svc.catalog.get(config.id)
-    svc.backend.schedule_changed(source)
-    run_id, busy = svc.backend.trigger(source)
-    return _back(f"/admin/runs/{run_id or busy}", f"Added {config.id}; its first sync is running.")
-
-
-@router.post("/sources/{source_id}")
-async def edit_source(request: Request, source_id: str) -> Response:
-    """Replace a stored source's configuration (its kind stays); refused as the API refuses it."""
-    from connectors import InvalidSource
-    from headwater.http.source_forms import source_from_form
-    from headwater.http.sources import parse_stored_source
-
-    typed = await _typed_form(request)
-    session, svc = _form_post(request, typed.get("csrf", ""))
-    source = svc.catalog.get(source_id)
+    session = _session(request)
+    source = _svc(request).catalog.get(source_id)
     if source is None:
-        raise HTTPException(404, f"no source {source_id}")
-    if source.read_only:
-        return _back(f"/admin/sources/{source_id}", f"{source_id} is declared in {svc.settings.config_file}; edit that file")
-    try:
-        config = parse_stored_source(source_from_form(typed, source.config.kind), svc.settings, source_id)
-    except InvalidSource as exc:
-        return _source_page(request, session, source.config.kind, source, typed=typed, error=str(exc), status_code=422)
-    svc.store.update_source(config, None)
-    svc.backend.schedule_changed(svc.catalog.get(source_id))
-    return _back(f"/admin/sources/{source_id}", f"Saved {source_id}.")
+        raise HTTPException(404, f"There is no source {source_id}.")
+    return _render(request, "_source_runs.html", session, source=source,
+                   **source_context(_svc(request), source, counts_max_age=60))
 
 
-@router.post("/sources/{source_id}/sync")
-def sync_source(request: Request, source_id: str, csrf: str = Form("")) -> Response:
-    session, svc = _form_post(request, csrf)
-    source = svc.catalog.get(source_id)
-    if source is None:
-        raise HTTPException(404, f"no source {source_id}")
-    try:
-        run_id, busy = svc.backend.trigger(source)
-    except ValueError as exc:
-        return _back("/admin", str(exc))
-    if run_id is None:
-        return _back(f"/admin/runs/{busy}", "This source already has a run in progress.")
-    return _back(f"/admin/runs/{run_id}")
-
-
-@router.post("/sources/{source_id}/delete")
-def delete_source(request: Request, source_id: str, csrf: str = Form("")) -> Response:
-    session, svc = _form_post(request, csrf)
-    source = svc.catalog.get(source_id)
-    if source is None or source.read_only:
-        return _back("/admin", f"{source_id} cannot be removed here")
-    svc.store.delete_source(source_id)
-    svc.backend.schedule_removed(source_id)
-    return _back("/admin", f"Removed {source_id} (its indexed documents stay in the collection).")
+# Run actions (POST, CSRF-checked; 303 with a flash) ----------------------------------------------
 
 
 @router.post("/runs/{run_id}/retry")
 def retry_run(request: Request, run_id: str, csrf: str = Form("")) -> Response:
+    from headwater.http.source_actions import retry_run_redirect
+
     session, svc = _form_post(request, csrf)
-    try:
-        new_run, busy = svc.backend.retry(run_id)
-    except (LookupError, ValueError) as exc:
-        return _back(f"/admin/runs/{run_id}", str(exc))
-    if new_run is None:
-        return _back(f"/admin/runs/{busy}", "This source already has a run in progress.")
-    return _back(f"/admin/runs/{new_run}", "Retrying the failed documents.")
+    return retry_run_redirect(request, session, svc, run_id, f"/admin/runs/{run_id}")
 
 
 @router.post("/runs/{run_id}/cancel")
 def cancel_run(request: Request, run_id: str, csrf: str = Form("")) -> Response:
     session, svc = _form_post(request, csrf)
     outcome = svc.backend.cancel(run_id)
-    return _back(f"/admin/runs/{run_id}", "Cancelled." if outcome else "The run had already finished.")
+    if outcome is None:
+        return flash.redirect(request, session, "/admin", f"There is no run {run_id}.", status=404)
+    if not outcome:
+        return flash.redirect(request, session, f"/admin/runs/{run_id}", "The run had already finished.", status=409)
+    return flash.redirect(request, session, f"/admin/runs/{run_id}", "Cancelled.")

@@ -34,6 +34,7 @@ class Services:
     backend: Any
     auth: Any
     stats: Any
+    flashes: Any = None  # headwater.http.flash: the dashboard's one-time messages
 
 
 def is_fleet(settings: Settings) -> bool:
@@ -69,12 +70,17 @@ def open_services(settings: Settings) -> Services:
                else DatabaseSampleHistory(store, keep))
     stats = Stats(backend, settings.stats_interval_seconds, keep, history)
     stats.start()
-    return Services(settings, store, catalog, backend, auth, stats)
+    from headwater.http.flash import CookieFlashes, RedisFlashes
+
+    # Serve replicas of a fleet share their flashes through Redis; a single serve signs them into a cookie.
+    flashes = (RedisFlashes(backend.fleet.redis) if is_fleet(settings)
+               else CookieFlashes(auth.signer("headwater-flash"), auth.secure))
+    return Services(settings, store, catalog, backend, auth, stats, flashes)
 
 
 def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
     """The app; its services open in the lifespan (or are given, already open)."""
-    from headwater.http import admin, api, webhooks_github, webhooks_s3
+    from headwater.http import admin, api, source_actions, webhooks_github, webhooks_s3
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):  # noqa: ANN202
@@ -92,15 +98,18 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
                               "needs the admin token as `Authorization: Bearer <token>`.")
 
     @app.exception_handler(RequestValidationError)
-    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+    async def invalid_request(request: Request, exc: RequestValidationError) -> Any:
         # FastAPI echoes the offending input by default; a pasted secret must never come back or be logged.
         errors = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
                   for e in exc.errors()]
+        if request.url.path.startswith("/admin"):
+            return await admin.invalid_request(request, [(str(e["loc"][-1]) if e["loc"] else "", e["msg"])
+                                                         for e in errors])
         return JSONResponse({"detail": errors}, status_code=422)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Any:
-        if request.url.path.startswith("/admin") and exc.status_code in (401, 403):
+        if request.url.path.startswith("/admin") and 400 <= exc.status_code < 500:
             return await admin.http_error(request, exc)
         return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
 
@@ -163,6 +172,7 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
 
     app.include_router(api.router)
     app.include_router(admin.router)
+    app.include_router(source_actions.router)
     from headwater.http import knowledge  # consolidated knowledge: decisions with provenance
 
     app.include_router(knowledge.api_router)

@@ -28,6 +28,7 @@ class Auth:
         self._token = settings.admin_token.get_secret_value().encode()
         secret = (settings.session_secret.get_secret_value().encode() if settings.session_secret
                   else hmac.new(self._token, b"headwater-session-v1", hashlib.sha256).digest())
+        self._secret = secret
         self._sessions = URLSafeTimedSerializer(secret, salt="headwater-admin")
         self._fingerprint = hmac.new(self._token, b"fingerprint", hashlib.sha256).hexdigest()[:16]
         self.max_age = settings.session_max_age_seconds
@@ -58,6 +59,10 @@ class Auth:
             raise HTTPException(403, "the token is not valid")
 
     # Dashboard -------------------------------------------------------------------------------
+
+    def signer(self, salt: str) -> URLSafeTimedSerializer:
+        """A signer with the sessions' secret and its own salt (a dashboard flash cookie, say)."""
+        return URLSafeTimedSerializer(self._secret, salt=salt)
 
     def new_session(self) -> str:
         return self._sessions.dumps({"csrf": secrets.token_urlsafe(24), "fp": self._fingerprint})

@@ -387,7 +387,11 @@ class EmbeddedBackend:
         return self._next_due.get(source_id)
 
     def schedule_changed(self, source: Any) -> None:
-        """A source was saved: the scheduler compares its schedule with the period it keeps (unchanged: kept)."""
+        """A source was saved, paused or resumed. Saved: the scheduler compares its schedule with the period it
+        keeps (unchanged: kept). Paused: its period is dropped here and now, not at the scheduler's next tick,
+        so a resume that follows within a tick still starts a new period, as a resume must."""
+        if source.id in self.store.paused_schedules():
+            self.schedule_removed(source.id)
 
     def schedule_removed(self, source_id: str) -> None:
         self._mark(source_id, None)

@@ -46,7 +46,11 @@ def _shown(value: Any, input_type: str) -> str:
         return ""
     if input_type == "list":
         return "\n".join(str(v) for v in value)
-    return str(value).lower() if isinstance(value, bool) else str(value)
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))  # 2, as it was typed, not 2.0
+    return str(value)
 
 
 def option_fields(kind: str, options: Mapping[str, Any], typed: Mapping[str, str] | None = None) -> list[FormField]:

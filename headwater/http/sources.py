@@ -5,7 +5,6 @@ build through headwater.sources; this module adds only what a server decides: wh
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 from connectors import InvalidSource
@@ -19,14 +18,14 @@ __all__ = ["Source", "SourceCatalog", "build_source_connector", "parse_stored_so
 
 def parse_stored_source(data: Any, settings: Settings, source_id: str | None = None) -> SourceConfig:
     """A source to store, from a request body or a form: the one validation, then where this server lets
-    folders be (HEADWATER_FOLDER_ROOTS). InvalidSource names the field."""
+    folders be (headwater.http.folder_roots). InvalidSource names the field."""
     config = SourceConfig.parse(data, source_id)
-    roots = settings.folder_roots
-    if config.kind == "folder" and roots:
-        path = Path(config.options["path"])
-        if not any(path == Path(r).resolve() or Path(r).resolve() in path.parents for r in roots):
-            raise InvalidSource([("options.path", "is outside the directories this server may index "
-                                                  "(HEADWATER_FOLDER_ROOTS)")])
+    if config.kind == "folder":
+        from headwater.http.folder_roots import refusal
+
+        why = refusal(config.options["path"], settings)
+        if why is not None:
+            raise InvalidSource([("options.path", why)])
     return config
 
 

@@ -39,7 +39,7 @@ class SourceConfig(BaseModel):
     """The collection the source is written to; unset: `HEADWATER_COLLECTION`."""
     # Either, for scheduled reconciliation runs: seconds between runs, or a 5-field cron line (UTC).
     schedule_interval_seconds: float | None = Field(default=None, ge=1, le=366 * 86400)
-    """Seconds between scheduled full runs (reconciliation)."""
+    """Seconds between scheduled full runs (reconciliation); text may say a duration instead (`2h`, `30m`, `1h30m`, `1d`)."""
     schedule_cron: str | None = Field(default=None, max_length=120)
     """A 5-field cron line (UTC) for scheduled full runs, instead of an interval."""
 
@@ -57,6 +57,16 @@ class SourceConfig(BaseModel):
 
         if value not in registered_kinds():
             raise ValueError(f"unknown source kind {value!r}; known kinds: {', '.join(registered_kinds())}")
+        return value
+
+    @field_validator("schedule_interval_seconds", mode="before")
+    @classmethod
+    def _interval_as_written(cls, value: Any) -> Any:
+        # A form or a toml file may say "2h" or "7200"; numbers pass through to the range check.
+        if isinstance(value, str):
+            from headwater.sources.intervals import parse_interval
+
+            return parse_interval(value)
         return value
 
     @field_validator("schedule_cron")

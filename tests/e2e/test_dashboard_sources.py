@@ -113,10 +113,11 @@ def test_operator_adds_edits_and_deletes_a_git_and_a_web_source(embedded_app, pa
     assert _stored(app, "widgets")["options"]["max_pages"] == 50
     shot(page, tmp_path, "web-source-edited")
 
-    # Delete both from their pages.
+    # Delete both from their pages (through the page that asks what becomes of their chunks).
     for source_id in ("runbook", "widgets"):
         page.goto(app.url + f"/admin/sources/{source_id}")
-        page.click("#delete-source button")
-        expect(page.locator(".notice")).to_contain_text(f"Removed {source_id}")
+        page.click("#delete-source")
+        page.click("#delete-keep")
+        expect(page.locator(".notice")).to_contain_text(f"Deleted {source_id}")
         assert _stored(app, source_id) is None
     expect(page.locator("#sources")).not_to_contain_text("runbook")

@@ -329,8 +329,10 @@ def test_dashboard_login_and_csrf_protected_forms_in_embedded_mode(serve):
         assert browser.post("/admin/sources", data=form).status_code == 403  # no CSRF token
         assert browser.post("/admin/sources", data={**form, "csrf": csrf + "x"}).status_code == 403
         assert "from-the-form" not in sources(serve)
-        invalid = browser.post("/admin/sources", data={**form, "csrf": csrf, "path": "relative"})
-        assert invalid.status_code == 422 and "absolute" in invalid.text
+        invalid = browser.post("/admin/sources", data={**form, "csrf": csrf, "path": "relative"}, follow_redirects=False)
+        assert invalid.status_code == 303  # a reload of the refusal posts nothing again
+        refusal = browser.get(invalid.headers["location"])
+        assert refusal.status_code == 422 and "absolute" in refusal.text and "Nothing was changed." in refusal.text
         added = browser.post("/admin/sources", data={**form, "csrf": csrf}, follow_redirects=False)
         assert added.status_code == 303 and added.headers["location"].startswith("/admin/runs/")
         run_id = added.headers["location"].split("/admin/runs/")[1].split("?")[0]

@@ -156,14 +156,15 @@ def test_one_bad_option_one_message_on_every_surface_and_nothing_changes(world, 
     browser, csrf = _dashboard(world)
     try:
         form = browser.post("/admin/sources", data={"csrf": csrf, "kind": "git", "id": "leaky", "url": LEAKY_URL,
-                                                    "branch": "main"})
-        assert form.status_code == 422
+                                                    "branch": "main"}, follow_redirects=True)
+        assert form.status_code == 422 and [r.status_code for r in form.history] == [303]
         assert f'<p class="error" role="alert">{REFUSAL}</p>' in form.text.replace("&#39;", "'")
         assert GIT_TOKEN not in form.text.replace(f'value="{LEAKY_URL}"', "")  # only in the field the user typed it in
         assert "Traceback" not in form.text and "validation error" not in form.text
         # A field the API refuses by name is refused by the same name in the form.
         typo = browser.post("/admin/sources", data={"csrf": csrf, "kind": "web", "id": "typo",
-                                                    "start_urls": "gopher://x", "max_depth": "deep"})
+                                                    "start_urls": "gopher://x", "max_depth": "deep"},
+                            follow_redirects=True)
         api_typo = world.api.post("/api/v1/sources", json={"id": "typo", "kind": "web", "options": {
             "start_urls": ["gopher://x"], "max_depth": "deep"}})
         assert typo.status_code == api_typo.status_code == 422
@@ -192,7 +193,8 @@ def test_dashboard_adds_views_edits_syncs_and_deletes_a_git_source(world):
 
         view = browser.get("/admin/sources/form-git")
         assert view.status_code == 200 and world.git_url in view.text and "SOURCES_TEST_GIT_TOKEN" in view.text
-        bad_edit = browser.post("/admin/sources/form-git", data={"csrf": csrf, "url": world.git_url, "branch": "a..b"})
+        bad_edit = browser.post("/admin/sources/form-git", data={"csrf": csrf, "url": world.git_url, "branch": "a..b"},
+                                follow_redirects=True)
         assert bad_edit.status_code == 422 and "options.branch: " in bad_edit.text
         saved = browser.post("/admin/sources/form-git", data={"csrf": csrf, "url": world.git_url, "branch": "main",
                                                               "token_env": "SOURCES_TEST_GIT_TOKEN",
@@ -202,7 +204,8 @@ def test_dashboard_adds_views_edits_syncs_and_deletes_a_git_source(world):
         synced = browser.post("/admin/sources/form-git/sync", data={"csrf": csrf}, follow_redirects=False)
         run = world.wait_for_run(synced.headers["location"].split("/admin/runs/")[1].split("?")[0], 300)
         assert run["status"] == "complete" and run["deleted"] == 1  # README.md left the source
-        deleted = browser.post("/admin/sources/form-git/delete", data={"csrf": csrf}, follow_redirects=False)
+        deleted = browser.post("/admin/sources/form-git/delete", data={"csrf": csrf, "documents": "keep"},
+                               follow_redirects=False)
         assert deleted.status_code == 303
         assert world.api.get("/api/v1/sources/form-git").status_code == 404
     finally:
