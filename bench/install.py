@@ -19,11 +19,13 @@ first; uncommitted changes are not in the clone):
 4. test install (unless --no-test-install): `scripts/install.sh --test` with pip's usual cache, which
    holds the llama-cpp-python wheel built before (a first build takes ~10 minutes on two cores and is
    not timed here).
+5. the test suite (with --suite): the README's test command, `python -m pytest`, in the test install,
+   with CI=true as .ci/run runs it (about half an hour on two cores).
 
 Targets (issue 40): quickstart cold <= 300 s, warm <= 90 s, virtualenv <= 1.2 GB, no compiler, no
 CUDA-pulling package.
 
-Run (minutes; it installs several hundred MB): flock /tmp/headwater-heavy.lock python -m bench.install [--pypi-too]
+Run (minutes; it installs several hundred MB): python -m bench.install [--pypi-too] [--suite]
 """
 
 from __future__ import annotations
@@ -141,12 +143,25 @@ def report(name: str, run: dict, venv: Path, calls: Path | None) -> dict:
     return {"seconds": run["seconds"], "rc": run["rc"], "bytes": size, "compilers": len(compilers), "cuda": installed}
 
 
+def run_suite(clone: Path, venv: str, env: dict[str, str]) -> dict:
+    """The README's test command (`python -m pytest`) in the clone, as CI runs it: seconds, exit, pytest's verdict."""
+    started = time.monotonic()
+    done = subprocess.run([str(clone / venv / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+                          cwd=clone, env={**env, "CI": "true"}, capture_output=True, text=True)
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    return {"seconds": time.monotonic() - started, "rc": done.returncode, "summary": lines[-1] if lines else done.stderr[-300:]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pypi-too", action="store_true", help="also time a cold quickstart from pypi.org only")
     parser.add_argument("--no-test-install", action="store_true", help="skip the test install")
     parser.add_argument("--keep", action="store_true", help="leave the clone and its virtualenvs in place")
+    parser.add_argument("--suite", action="store_true",
+                        help="after the test install, run the README's test command in the clone and time it (~30 min)")
     args = parser.parse_args()
+    if args.suite and args.no_test_install:
+        parser.error("--suite runs the tests in the test install: drop --no-test-install")
 
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
     print(f"headwater {head}, {os.cpu_count()} CPUs, load average at start {os.getloadavg()}")
@@ -187,6 +202,9 @@ def main() -> None:
         if not args.no_test_install:
             results["test"] = report("test install (scripts/install.sh --test), pip's usual cache",
                                      install(clone, ".venv-test", base, "--test"), clone / ".venv-test", None)
+            if args.suite and results["test"]["rc"] == 0:
+                results["suite"] = suite = run_suite(clone, ".venv-test", base)
+                print(f"\ntest suite: {suite['seconds']:.0f} s, exit {suite['rc']}: {suite['summary']}")
     finally:
         if args.keep:
             print(f"\nkept {work}")
@@ -205,6 +223,8 @@ def main() -> None:
         print(f"  quickstart warm {warm['seconds']:.0f} s (target <= {TARGETS['warm_s']} s)")
     if "test" in results:
         print(f"  test install {results['test']['seconds']:.0f} s, virtualenv {results['test']['bytes'] / 1e9:.2f} GB")
+    if "suite" in results:
+        print(f"  test suite {results['suite']['seconds'] / 60:.1f} min: {results['suite']['summary']}")
     print(f"load average at end {os.getloadavg()}")
     sys.exit(0 if all(r["rc"] == 0 for r in results.values() if "rc" in r) else 1)
 
