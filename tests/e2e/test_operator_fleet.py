@@ -6,7 +6,8 @@ a private git server over HTTP and a website.
     the same after serve and beat restart; (b) break documents, see why they failed, fix them and retry;
 (c) SIGKILL a worker mid-run: it shows offline with when it was last seen, the run page says which steps
     it held and when they run again, and the run completes with every document; (d) cancel a run and see
-    how far it really got.
+    how far it really got; (e) edit, pause, resume and delete a source from its page, beat's schedule
+    following each change.
 
 The tests share one fleet (starting one costs tens of seconds) and each uses sources of its own; they run
 in file order ((c) restarts a worker that (d) then uses).
@@ -391,3 +392,79 @@ def test_a_cancelled_run_shows_how_far_it_got(world, page, tmp_path):
     width = page.locator("#run .progress .bar").evaluate("bar => bar.style.width")
     assert width == f"{round(100 * done / 12)}%", width
     shot(page, tmp_path, "d-cancelled")
+
+
+# (e) edit, pause and delete -------------------------------------------------------------------------
+
+
+def run_id_of(url: str) -> str:
+    return url.split("/admin/runs/")[1].split("?")[0]
+
+
+def beat_due(world: World, source_id: str) -> float | None:
+    try:
+        return beat_score(world, source_id)
+    except AssertionError:
+        return None
+
+
+def test_a_source_is_edited_paused_resumed_and_deleted_from_its_page(world, page, tmp_path):
+    from playwright.sync_api import expect
+
+    log_in(page, world)
+    kept_folder = write_docs(world.work / "playbook", 2, bad=False)
+    run_url = add_source(page, world, "folder", "playbook", {"path": str(kept_folder), "interval": "2h"})
+    assert world.serve.wait_for_run(run_id_of(run_url), 240)["status"] == "complete"
+    source_page = world.serve.url + "/admin/sources/playbook"
+
+    # A refused edit changes nothing, here or in beat; a good one moves beat's next run with it.
+    page.goto(source_page)
+    expect(page.locator("#source-schedule")).to_contain_text("every 2h")
+    due_before = beat_score(world, "playbook")
+    page.fill("#f-interval", "every hour")
+    page.click("#source-form button[type=submit]")
+    expect(page.locator("#unchanged")).to_have_text("Nothing was changed.")
+    assert beat_score(world, "playbook") == due_before
+    page.goto(source_page)
+    page.fill("#f-interval", "30m")
+    saved_at = time.time()
+    page.click("#source-form button[type=submit]")
+    expect(page.locator(".notice")).to_have_text("Saved playbook.")
+    assert world.serve.api.get("/api/v1/sources/playbook").json()["schedule_interval_seconds"] == 1800
+    wait_until(lambda: abs(beat_score(world, "playbook") - (saved_at + 1800)) < 5, 30, "beat's entry to follow the edit")
+
+    # Pause: beat has nothing to fire; resume: a new period from now.
+    page.click("#pause-schedule button")
+    expect(page.locator(".notice")).to_contain_text("Paused the schedule of playbook")
+    expect(page.locator("#source-next-run")).to_have_text("none while paused")
+    wait_until(lambda: beat_due(world, "playbook") is None, 30, "beat's entry to go while paused")
+    page.reload()
+    expect(page.locator(".notice")).to_have_count(0)  # the reload posted nothing
+    resumed_at = time.time()
+    page.click("#resume-schedule button")
+    expect(page.locator(".notice")).to_contain_text("Resumed the schedule of playbook")
+    wait_until(lambda: abs((beat_due(world, "playbook") or 0) - (resumed_at + 1800)) < 5, 30,
+               "beat's entry to come back for a new period")
+    shot(page, tmp_path, "e-resumed")
+
+    # Delete keeping the chunks: the source and its schedule go, its documents stay searchable.
+    page.click("#delete-source")
+    expect(page).to_have_url(source_page + "/delete")
+    expect(page.locator("#delete-documents")).to_have_text("2")
+    page.click("#delete-keep")
+    expect(page.locator(".notice")).to_contain_text("its chunks stay in the collection")
+    assert world.serve.api.get("/api/v1/sources/playbook").status_code == 404
+    wait_until(lambda: beat_due(world, "playbook") is None, 30, "the deleted source's beat entry to go")
+    assert world.serve.api.get("/api/v1/search", params={"q": "rotating the Chroma token",
+                                                         "source_id": "playbook"}).json()
+
+    # Delete deleting the chunks: a run of the fleet removes them.
+    purged_folder = write_docs(world.work / "purged", 2, bad=False)
+    world.serve.wait_for_run(run_id_of(add_source(page, world, "folder", "purged", {"path": str(purged_folder)})), 240)
+    page.goto(world.serve.url + "/admin/sources/purged/delete")
+    page.click("#delete-chunks-button")
+    page.wait_for_url("**/admin/runs/**")
+    expect(page.locator(".notice")).to_contain_text("this run removes its chunks")
+    assert world.serve.wait_for_run(run_id_of(page.url), 240)["deleted"] == 2
+    assert world.serve.api.get("/api/v1/search", params={"q": "rotating the Chroma token",
+                                                         "source_id": "purged"}).json() == []
