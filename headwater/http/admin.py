@@ -145,8 +145,9 @@ def logout(request: Request, csrf: str = Form("")) -> Response:
 
 
 def _sources(request: Request) -> list[dict[str, Any]]:
+    from headwater.http.source_view import latest_finish
+
     svc = _svc(request)
-    summary = svc.stats.source_summary()
     paused = svc.store.paused_schedules()
     rows = []
     for source in svc.catalog.all():
@@ -157,8 +158,11 @@ def _sources(request: Request) -> list[dict[str, Any]]:
                      "next_run_at": None if source.id in paused else svc.backend.next_run_at(source.id),
                      "errors": len(finished["errors"]) if finished else 0,
                      "errors_run": finished["id"] if finished else None,
-                     "documents": summary.get(source.id, {}).get("documents", 0),
-                     "chunks": summary.get(source.id, {}).get("chunks", 0)})
+                     "finished_at": finished.get("finished_at") if finished else None})
+    summary = svc.stats.source_summary(fresh_after=latest_finish(row["finished_at"] for row in rows))
+    for row in rows:
+        counts = summary.get(row["source"].id, {})
+        row["documents"], row["chunks"] = counts.get("documents", 0), counts.get("chunks", 0)
     return rows
 
 

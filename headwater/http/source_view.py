@@ -5,6 +5,7 @@ latest finished run with their reasons. Reads only; source_actions changes thing
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from headwater.sources.intervals import format_interval
@@ -51,6 +52,11 @@ def form_values(config: Any) -> dict[str, Any]:
     return values
 
 
+def latest_finish(times: Iterable[float | None]) -> float | None:
+    """The latest of some runs' finish times (None when none has finished)."""
+    return max((t for t in times if t), default=None)
+
+
 def source_context(svc: Any, source: Any, counts_max_age: float = 1.0) -> dict[str, Any]:
     """Everything the source page shows besides its form (its document and chunk counts at most
     `counts_max_age` seconds old: the page is opened after runs, the polled panel reads the cache)."""
@@ -61,7 +67,8 @@ def source_context(svc: Any, source: Any, counts_max_age: float = 1.0) -> dict[s
     latest = next((r for r in runs if r["finished"]), None)
     paused_at = svc.store.paused_schedules().get(source.id)
     scheduled = bool(source.config.schedule_interval_seconds or source.config.schedule_cron)
-    counts = svc.stats.source_summary(counts_max_age).get(source.id, {})
+    counts = svc.stats.source_summary(counts_max_age, fresh_after=latest_finish(
+        r.get("finished_at") for r in runs if r["finished"])).get(source.id, {})
     return {"runs": runs, "latest": latest, "paused_at": paused_at, "scheduled": scheduled,
             "schedule": schedule_text(source.config),
             "next_run_at": None if paused_at or not scheduled else svc.backend.next_run_at(source.id),

@@ -24,6 +24,7 @@ class Stats:
         self.history = history  # where samples outlive this process (headwater.http.stats_history)
         self.summary: dict[str, dict[str, int]] = {}
         self._summary_at = 0.0
+        self._summary_wall = 0.0  # when it was computed, in wall-clock time (runs record theirs so)
         self._stop = threading.Event()
         self.registry = CollectorRegistry()
         self.requests = Counter("headwater_http_requests", "HTTP requests served", ["method", "route", "status"],
@@ -71,10 +72,12 @@ class Stats:
             except Exception as exc:  # noqa: BLE001  (this sample stays in memory; the next one tries again)
                 log.warning("chart sample not kept: %s", type(exc).__name__)
 
-    def source_summary(self, max_age: float = 10.0) -> dict[str, dict[str, int]]:
+    def source_summary(self, max_age: float = 10.0, fresh_after: float | None = None) -> dict[str, dict[str, int]]:
         """Documents and chunks per source, each from the collection it writes (cached; from the manifest, or
-        every chunk when it cannot tell)."""
-        if time.monotonic() - self._summary_at > max_age:
+        every chunk when it cannot tell). `fresh_after`: a run finished then (a wall-clock time), so counts
+        computed before it are stale whatever their age: a page never shows a run's result beside old counts."""
+        stale = fresh_after is not None and self._summary_wall <= fresh_after
+        if stale or time.monotonic() - self._summary_at > max_age:
             summary: dict[str, dict[str, int]] = {}
             for collection in self.backend.catalog.collections():
                 try:
@@ -87,7 +90,7 @@ class Stats:
                     if self.backend.catalog.collection_of(source_id) == collection or source_id not in summary:
                         summary[source_id] = count
             self.summary = summary
-            self._summary_at = time.monotonic()
+            self._summary_at, self._summary_wall = time.monotonic(), time.time()
         return self.summary
 
     def series(self) -> dict[str, Any]:

@@ -149,10 +149,14 @@ def _operator_works_a_source_from_its_page(serve: ServeProcess) -> None:
     assert browser.post("/admin/sources/handbook/schedule/resume") == "/admin/sources/handbook"
     assert "was not paused" in browser.get("/admin/sources/handbook").text
 
-    # Retry failed: the fixed file is indexed by a retry run.
+    # Retry failed: the fixed file is indexed by a retry run, and the counts say so at once (the overview
+    # had just cached 3: counts computed before a run finished are stale whatever their age).
     (folder / "latin1.md").write_text("café au lait, now valid UTF-8\n", encoding="utf-8")
+    assert re.search(r'data-source="handbook".*?<td class="num">3</td>', browser.get("/admin/fragments/live").text, re.S)
     retry = serve.wait_for_run(_run_id(browser.post("/admin/sources/handbook/retry")), 300)
     assert retry["status"] == "complete" and retry["trigger"] == "retry" and retry["indexed"] == 1, retry
+    assert re.search(r'data-source="handbook".*?<td class="num">4</td>', browser.get("/admin/fragments/live").text, re.S)
+    assert 'id="source-counts">4 documents' in browser.get("/admin/sources/handbook").text
     assert browser.post("/admin/sources/handbook/retry") == "/admin/sources/handbook"
     _refused(browser.get("/admin/sources/handbook"), 409, "no failed documents to retry")
 
