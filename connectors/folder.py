@@ -14,7 +14,7 @@ from pydantic import Field, field_validator
 from connectors.base import DocumentStat, SourceOptions, register_connector
 from connectors.globs import could_match_below, match as _match
 from headwater.errors import ListingError
-from headwater.models import DocumentChange, Op
+from headwater.models import DocumentChange, Op, time_sequence
 
 KIND = "folder"
 # Hidden files and directories (.git, .env, editor swap files, .headwater itself) are left out
@@ -252,7 +252,7 @@ class _DebouncedHandler:
         for uri in sorted(settled):
             change = self.connector._change_for(self.connector.root / uri, uri)
             changes.append(change or DocumentChange(self.connector.source_id, uri, Op.DELETE,
-                                                    sequence=f"{time.time_ns():020d}"))
+                                                    sequence=time_sequence()))
         return changes
 
 

@@ -13,7 +13,6 @@ import functools
 import logging
 import re
 import threading
-import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -24,7 +23,7 @@ from connectors.base import DocumentStat, SourceOptions, register_connector
 from connectors.globs import match as _match
 from connectors.s3_events import CREATED, ObjectEvent
 from headwater.errors import ConfigurationError, ListingError, PermanentDocumentError, SkippedDocument
-from headwater.models import DocumentChange, Op
+from headwater.models import DocumentChange, Op, time_sequence
 
 KIND = "s3"
 log = logging.getLogger(__name__)
@@ -368,7 +367,7 @@ class S3Connector:
         Its order key is a time, in the default order space, never compared with sequencers: which
         of a HEAD and an event came first cannot be known, and each is right about its own moment.
         """
-        seen = f"{time.time_ns():020d}"
+        seen = time_sequence()
         try:
             head = self._call(key, self.client.head_object, Bucket=self.bucket, Key=key)
         except FileNotFoundError:

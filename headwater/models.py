@@ -24,6 +24,11 @@ class Trigger(str, Enum):
     WATCH = "watch"  # `headwater watch`: filesystem or queue events
 
 
+def time_sequence() -> str:
+    """Now as a time-like order key: nanoseconds, fixed width, so a greater string is later."""
+    return f"{time.time_ns():020d}"
+
+
 @dataclass(frozen=True)
 class DocumentChange:
     """What a connector saw change: a document to (re)index or to remove. It never carries content."""

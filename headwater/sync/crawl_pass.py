@@ -12,14 +12,8 @@ from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 from connectors.base import Discoverer, Found
-from headwater.models import DocumentChange, Op
+from headwater.models import DocumentChange, Op, time_sequence
 from headwater.pipeline import discovery
-
-
-def _sequence() -> str:
-    import time
-
-    return f"{time.time_ns():020d}"
 
 
 class CrawlPass:
@@ -71,7 +65,6 @@ class CrawlPass:
         self.finished = True
 
     def _listed(self, found: Found, depth: int) -> Iterator[DocumentChange]:
-        c = self.connector
         if found.kind == "skipped":  # fetched, and not a document (an image): listed, so the report says why
             yield from self._change(found, found.url)
             return
@@ -93,4 +86,4 @@ class CrawlPass:
     def _change(self, found: Found, uri: str) -> Iterator[DocumentChange]:
         version = None if found.kind in ("failed", "gone") or uri != (found.uri or found.url) \
             else found.version
-        yield DocumentChange(self.connector.source_id, uri, Op.UPSERT, version=version, sequence=_sequence())
+        yield DocumentChange(self.connector.source_id, uri, Op.UPSERT, version=version, sequence=time_sequence())

@@ -14,13 +14,12 @@ Both modes share the decision; embedded serve applies it with its engine, fleet 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from connectors.git import ZERO_COMMIT, GitConnector
-from headwater.models import DocumentChange, Trigger
+from headwater.models import DocumentChange, Trigger, time_sequence
 from headwater.store.source_cursors import CursorStore
 
 log = logging.getLogger(__name__)
@@ -75,7 +74,7 @@ def plan_push(connector: GitConnector, cursor: str | None, push: Push) -> PushPl
         return PushPlan("full", connector.pinned(head), reason="forced push: the old commit is not an ancestor")
     pinned = connector.pinned(after)
     # One sequence for the whole push: each uri's changes are ordered by when pushes were processed.
-    changes = connector.document_changes(connector.changes_between(cursor, after), f"{time.time_ns():020d}")
+    changes = connector.document_changes(connector.changes_between(cursor, after), time_sequence())
     return PushPlan("incremental", pinned, changes, reason=f"{cursor[:12]}..{after[:12]}: {len(changes)} changes")
 
 
