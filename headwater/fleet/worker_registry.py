@@ -55,7 +55,7 @@ class WorkerRegistry:
         is lost again is a new loss. Only the sweeper calls this, and sweeps never overlap.
         """
         seen = {_text(name): _text(value) for name, value in self.redis.hgetall(keys.LOSSES_SEEN).items()}
-        lost = {w["name"]: repr(w["last_seen"]) for w in self.workers() if w["state"] == "offline"}
+        lost = {name: repr(record["last_seen"]) for name, record, state in self._records() if state == "offline"}
         new = {name: last_seen for name, last_seen in lost.items() if seen.get(name) != last_seen}
         if new:
             self.redis.hset(keys.LOSSES_SEEN, mapping=new)
@@ -66,6 +66,14 @@ class WorkerRegistry:
 
     def workers(self) -> list[dict[str, Any]]:
         """Every worker seen lately: online, offline (heartbeat too old) or stopped, with its current steps."""
+        found = []
+        for name, record, state in self._records():
+            steps = [json.loads(v) for v in self.redis.hvals(keys.worker_steps(name))] if state == "online" else []
+            found.append({"name": name, "state": state, **record, "current_steps": steps})
+        return sorted(found, key=lambda w: (w["state"] != "online", w["name"]))
+
+    def _records(self) -> list[tuple[str, dict[str, Any], str]]:
+        """(name, heartbeat record, state) of every worker seen lately; those older than a day are forgotten."""
         now = time.time()
         found, forgotten = [], []
         for raw_name, raw in self.redis.hgetall(keys.WORKERS).items():
@@ -75,11 +83,10 @@ class WorkerRegistry:
                 continue
             state = ("stopped" if record.get("stopped_at") else
                      "offline" if now - record["last_seen"] > OFFLINE_AFTER_SECONDS else "online")
-            steps = [json.loads(v) for v in self.redis.hvals(keys.worker_steps(name))] if state == "online" else []
-            found.append({"name": name, "state": state, **record, "current_steps": steps})
+            found.append((name, record, state))
         if forgotten:
             self.redis.hdel(keys.WORKERS, *forgotten)
-        return sorted(found, key=lambda w: (w["state"] != "online", w["name"]))
+        return found
 
 
 def _text(value: Any) -> str:
