@@ -201,6 +201,9 @@ class EmbeddedBackend:
                 if row is not None and row.status == "pending":
                     row.status, row.finished_at = "cancelled", time.time()
                     self.store.save_run(row)
+                    # Finished: the source may be triggered again at once (the sync thread skips it when it
+                    # comes off the queue).
+                    self._pending.pop(run_id, None)
                 return True
         return False if self.store.get_run(run_id) is not None else None
 
@@ -309,7 +312,12 @@ class EmbeddedBackend:
         if row.status == "cancelled":
             row.counters = {"queued": live.total, "indexed": live.done}
         row.finished_at = time.time()
-        self.store.save_run(row)
+        with self._lock:
+            # Finished and no longer busy in one step, as the fleet decides busy by the run's record: a trigger
+            # or retry made after it reads as finished is queued (behind the consolidation below), never refused
+            # naming a finished run.
+            self.store.save_run(row)
+            self._pending.pop(live.run_id, None)
         self.store.trim_runs(live.source_id, self.settings.run_history)
         if row.status.startswith("complete"):
             self._consolidate(engine, report)
