@@ -4,30 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from headwater.pipeline.parser_check import minimal_pdf
+
 
 def write_pdf(path: Path, pages: list[list[str]]) -> Path:
     """A minimal valid PDF with one Helvetica text block per page."""
-    objects = [b"<< /Type /Catalog /Pages 2 0 R >>"]
-    kids = " ".join(f"{3 + 2 * i} 0 R" for i in range(len(pages)))
-    objects.append(f"<< /Type /Pages /Kids [{kids}] /Count {len(pages)} >>".encode())
-    font = 3 + 2 * len(pages)
-    for i, lines in enumerate(pages):
-        escaped = [line.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)") for line in lines]
-        content = ("BT /F1 12 Tf 72 720 Td 14 TL " + " ".join(f"({line}) '" for line in escaped) + " ET").encode("latin-1")
-        objects.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {4 + 2 * i} 0 R "
-                       f"/Resources << /Font << /F1 {font} 0 R >> >> >>".encode())
-        objects.append(b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream")
-    objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
-    path.write_bytes(bytes(out))
+    path.write_bytes(minimal_pdf(pages))
     return path
 
 

@@ -376,10 +376,11 @@ def _endpoint_check(settings: Any) -> dict[str, str]:
 
 @app.command()
 def doctor() -> None:
-    """Check that models and parsers load offline; makes the SPLADE ONNX export if there is none yet."""
+    """Check that the models, every format's parser and the code grammars load offline; makes the SPLADE ONNX
+    export if there is none yet."""
     from headwater.pipeline.embed_dense import DenseEmbedder, install_packaged_model
     from headwater.pipeline.embed_sparse import SpladeEncoder, onnx_export
-    from headwater.pipeline.parse import parse_document
+    from headwater.pipeline.parser_check import check_parsers
 
     try:
         settings = load_settings()
@@ -387,13 +388,14 @@ def doctor() -> None:
         # Making the export is this command's job: it is reported below, not warned about as on first use.
         onnx_export(settings.sparse_model_dir, settings.onnx_cache_dir, announce=False)
         sparse = SpladeEncoder(settings.sparse_model_dir, cache_dir=settings.onnx_cache_dir)
-        sample = parse_document("check.md", b"# Check\n\nHeadwater parses this offline.")
+        formats, grammars = check_parsers()
         checks = {
             "dense model": f"{dense.name}, {dense.embed(['headwater']).shape[1]} dimensions ({dense.model_file})",
             **_endpoint_check(settings),
             "sparse model": f"{sparse.name}, {len(sparse.encode(['headwater'])[0][0])} active terms "
                             f"(onnxruntime, {sparse.onnx_file})",
-            "markdown parser": f"{len(sample.elements)} elements",
+            "parsers": f"a sample of each format parsed: {', '.join(formats)}",
+            "code grammars": ", ".join(grammars),
         }
         if not settings.dense_model_dir:  # so Chroma's own default embedding function runs offline as well
             checks["Chroma's default model"] = f"the packaged files, linked into {install_packaged_model()}"

@@ -30,6 +30,9 @@ _GRAMMARS = {
 }
 # The file endings chunked along their syntax: what other stages (consolidation) treat as code.
 CODE_SUFFIXES = frozenset(_GRAMMARS)
+# Each grammar above by the name users know, with one of its endings (what `headwater doctor` loads).
+GRAMMAR_NAMES = {"Python": ".py", "JavaScript": ".js", "TypeScript": ".ts", "TSX": ".tsx", "Go": ".go",
+                 "Rust": ".rs", "Java": ".java"}
 
 # Node types that define a named symbol, in any of the grammars above.
 _DEFINITIONS = {
