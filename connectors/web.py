@@ -33,7 +33,7 @@ from connectors.web_fetch import DEFAULT_USER_AGENT, FetchPolicy, Fetcher
 from connectors.web_politeness import HostPacer, LocalPacer, Throttle
 from connectors.web_state import CrawlState, FileCrawlState, MemoryCrawlState
 from connectors.web_fetch import FetchFailed, ResponseTooLarge
-from connectors.web_urls import QueryBudget, RefusedAddress, Scope, host_of, normalize
+from connectors.web_urls import RefusedAddress, Scope, host_of, normalize, query_refusal
 from headwater.errors import ConfigurationError, PermanentDocumentError, SkippedDocument
 from headwater.models import DocumentChange, Op
 
@@ -136,7 +136,6 @@ class WebConnector:
         self.pacer: HostPacer = pacer or LocalPacer()
         # URLs left out of the crawl and why (robots.txt, patterns, traps), for reports and tests.
         self.refused: dict[str, str] = {}
-        self._queries = QueryBudget()  # per crawl: more variants of one page's query string are a trap
         self._visits: dict[str, Visit] = {}
         self._visitor: Visitor | None = None
 
@@ -170,7 +169,7 @@ class WebConnector:
 
     def refusal(self, url: str) -> str | None:
         """Why a URL is outside this source (another host, the patterns, a trap, robots.txt), or None."""
-        return self.scope.refusal(url) or self._queries.refusal(url) or \
+        return self.scope.refusal(url) or query_refusal(url, self.state) or \
             (None if self._robots_allow(url) else ROBOTS_DISALLOWED)
 
     def visitor(self) -> Visitor:
@@ -190,7 +189,7 @@ class WebConnector:
     def seed_urls(self) -> tuple[list[str], list[str]]:
         """The start URLs, and the pages of the sitemaps (the options' and robots.txt's) with their lastmods kept."""
         self._visits.clear()
-        self._queries = QueryBudget()
+        self.state.forget_query_variants()  # per pass: more variants of one page's query string are a trap
         visitor = self.visitor()
         sitemap_urls = list(self.sitemaps)
         for start in self.start_urls:

@@ -59,6 +59,12 @@ class CrawlState(Protocol):
 
     def get_lastmod(self, url: str) -> float | None: ...
 
+    def take_query_variant(self, path: str, query: str, limit: int) -> bool:
+        """Whether `query` is one of the first `limit` distinct query strings of `path` this pass (it is counted)."""
+
+    def forget_query_variants(self) -> None:
+        """A pass starts: query strings count from zero again."""
+
 
 class MemoryCrawlState:
     """State that lives as long as the connector (one pass): no conditional requests across passes."""
@@ -67,6 +73,7 @@ class MemoryCrawlState:
         self._records = dict(records or {})
         self._robots: dict[str, str] = {}  # read once per pass, never kept across passes
         self._lastmods: dict[str, float] = {}  # the sitemaps' lastmod of this pass, never kept across passes
+        self._queries: dict[str, set[str]] = {}  # distinct query strings per path this pass
         self._lock = threading.Lock()
 
     def get_robots(self, host: str) -> str | None:
@@ -82,6 +89,18 @@ class MemoryCrawlState:
     def get_lastmod(self, url: str) -> float | None:
         with self._lock:
             return self._lastmods.get(url)
+
+    def take_query_variant(self, path: str, query: str, limit: int) -> bool:
+        with self._lock:
+            variants = self._queries.setdefault(path, set())
+            if query in variants or len(variants) < limit:
+                variants.add(query)
+                return True
+            return False
+
+    def forget_query_variants(self) -> None:
+        with self._lock:
+            self._queries = {}
 
     def get(self, url: str) -> PageRecord | None:
         with self._lock:

@@ -10,6 +10,8 @@ from urllib.parse import urldefrag, urljoin, urlsplit, urlunsplit
 
 import courlan
 
+from connectors.web_state import CrawlState
+
 # Beyond these a URL is almost always generated (calendars, session ids, faceted search), not a page.
 MAX_URL_LENGTH = 2000
 MAX_SEGMENT_REPEATS = 3  # /a/b/a/b/a/b/... : relative links that resolve against themselves
@@ -90,22 +92,16 @@ def trap_refusal(url: str) -> str | None:
     return None
 
 
-class QueryBudget:
-    """Counts distinct query strings per path: past a budget, more variants of one page are a trap."""
+def query_refusal(url: str, state: CrawlState, limit: int = MAX_QUERY_VARIANTS) -> str | None:
+    """Past `limit` distinct query strings of one path in a pass, more variants of that page are a trap.
 
-    def __init__(self, limit: int = MAX_QUERY_VARIANTS) -> None:
-        self.limit = limit
-        self._seen: dict[str, set[str]] = {}
-
-    def refusal(self, url: str) -> str | None:
-        parts = urlsplit(url)
-        if not parts.query:
-            return None
-        variants = self._seen.setdefault(f"{parts.netloc}{parts.path}", set())
-        if parts.query in variants or len(variants) < self.limit:
-            variants.add(parts.query)
-            return None
-        return f"trap: more than {self.limit} query variants of {parts.path}"
+    The count is the crawl state's: one process's in embedded mode, the fleet's in Redis, shared by every
+    fetch worker, so both modes refuse the same variants whichever page links to them.
+    """
+    parts = urlsplit(url)
+    if not parts.query or state.take_query_variant(f"{parts.netloc}{parts.path}", parts.query, limit):
+        return None
+    return f"trap: more than {limit} query variants of {parts.path}"
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """What a website crawl shares across fleet workers, in Redis: page records, robots.txt, sitemap lastmods,
-per-host pacing.
+the query-variant budget, per-host pacing.
 
 Each fetch task builds its own connector, so a crawl's memory lives here: the validators and
 links of every page (conditional requests and recrawls through 304s work across workers), the
@@ -57,6 +57,20 @@ def _delay_key(host: str) -> str:
     return f"{keys.PREFIX}crawl:host:{host}:delay"
 
 
+# KEYS: the pass's query strings taken (SET of "path\nquery"), their count per path (HASH).
+# ARGV: path, query, limit, ttl (ms). 1: taken (or taken before); 0: the path's budget is spent.
+_TAKE_QUERY = """
+local member = ARGV[1] .. '\\n' .. ARGV[2]
+if redis.call('SISMEMBER', KEYS[1], member) == 1 then return 1 end
+if tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0') >= tonumber(ARGV[3]) then return 0 end
+redis.call('SADD', KEYS[1], member)
+redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+redis.call('PEXPIRE', KEYS[2], ARGV[4])
+return 1
+"""
+
+
 class RedisCrawlState:
     """A source's page records and robots.txt, shared by the fleet's fetches (HASH per source)."""
 
@@ -65,6 +79,10 @@ class RedisCrawlState:
         self.pages_key = keys.source(source_id, "crawl-pages")
         self.robots_key = keys.source(source_id, "crawl-robots")
         self.lastmod_key = keys.source(source_id, "crawl-lastmod")
+        # The pass's query-variant budget: every fetch worker counts into the same one, as embedded mode's
+        # one process does (connectors.web_urls.query_refusal).
+        self.query_keys = [keys.source(source_id, "crawl-queries"), keys.source(source_id, "crawl-query-counts")]
+        self._take_query = redis.register_script(_TAKE_QUERY)
 
     def get(self, url: str) -> PageRecord | None:
         raw = self.redis.hget(self.pages_key, url)
@@ -101,6 +119,13 @@ class RedisCrawlState:
     def get_lastmod(self, url: str) -> float | None:
         raw = self.redis.hget(self.lastmod_key, url)
         return float(raw) if raw is not None else None
+
+    def take_query_variant(self, path: str, query: str, limit: int) -> bool:
+        # Idempotent for a query already taken, so a fetch that is delivered again counts nothing twice.
+        return bool(self._take_query(keys=self.query_keys, args=[path, query, limit, ROBOTS_TTL_SECONDS * 1000]))
+
+    def forget_query_variants(self) -> None:
+        self.redis.delete(*self.query_keys)
 
 
 def crawl_services(redis: Any, source_id: str) -> dict[str, Any]:

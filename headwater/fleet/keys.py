@@ -33,6 +33,8 @@
     headwater:source:{id}:crawl-pages   HASH  url -> a web page's validators, version and links (headwater.fleet.crawl)
     headwater:source:{id}:crawl-robots  HASH  host -> the robots.txt a web run's listing read
     headwater:source:{id}:crawl-lastmod HASH  url -> the lastmod a web run's listing read from the sitemaps
+    headwater:source:{id}:crawl-queries SET   "path\nquery" the run's crawl took (its query-variant budget)
+    headwater:source:{id}:crawl-query-counts  HASH  path -> how many query strings of it the run took
     headwater:crawl:host:{host}:last    STR   when the last request to a web host started (shared pacing)
     headwater:crawl:host:{host}:delay   STR   the host's adaptive delay (connectors.web_politeness)
     headwater:run:{run}:depth           HASH  uri -> links away from a seed, for a crawl's max_depth

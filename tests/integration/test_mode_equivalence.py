@@ -317,3 +317,21 @@ def test_a_website_within_its_limits(modes: Modes) -> None:
         assert cut["deleted"] == 0 and cut["added"] == 1 and cut["updated"] == 1, cut
         records = fleet_records(modes.fleet, "web-limits")
         assert site.url("/deep.html") in {meta["uri"] for _text, meta, _vector in records.values()}
+
+
+def test_a_website_with_a_query_trap(modes: Modes) -> None:
+    """The query-variant budget (50 per path) is one crawl's in both modes, whichever page links the variants:
+    the guide links 30 days of a calendar and the archive 30 more, so the crawl takes 50 and refuses 10."""
+    from connectors.web_urls import MAX_QUERY_VARIANTS
+
+    with serve(Site()) as site:
+        days = [f"/calendar?day={day}" for day in range(60)]  # not served: each taken one is a broken link
+        site.page("/", html("Home", "Start here.", "/guide.html"))
+        site.page("/guide.html", html("Guide", note("rotating tokens"), *days[:30], "/archive.html"))
+        site.page("/archive.html", html("Archive", note("backups"), *days[30:]))
+        spec = WebConnector("web-trap", [site.url("/")], allow_private_addresses=True, delay_seconds=0.0,
+                            timeout_seconds=5.0, retries=0).spec()
+        report = modes.sync("web-trap", spec, "a crawl through a calendar of query variants")
+        taken = {uri for uri in report["skipped"] if "/calendar?" in uri}
+        assert taken == {site.url(day) for day in days[:MAX_QUERY_VARIANTS]}, sorted(taken)
+        assert len(site.requests("/calendar")) == 2 * MAX_QUERY_VARIANTS  # each mode asked for its 50, no more

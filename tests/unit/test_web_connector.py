@@ -8,7 +8,8 @@ from connectors import build_connector, build_connector_for_url, kind_for_url
 from connectors.web import WebConnector
 from connectors.web_fetch import MAX_RETRY_AFTER_SECONDS
 from headwater.backoff import retry_after_seconds
-from connectors.web_urls import (QueryBudget, Scope, address_refusal, extract_links, normalize, trap_refusal)
+from connectors.web_state import MemoryCrawlState
+from connectors.web_urls import (Scope, address_refusal, extract_links, normalize, query_refusal, trap_refusal)
 from headwater.errors import PermanentDocumentError
 from headwater.sources.model import SourceConfig
 
@@ -42,10 +43,13 @@ def test_scope_hosts_patterns_and_traps() -> None:
     assert "repeats" in trap_refusal("https://d.example/a/b/a/b/a/b/a/b/")
     assert "longer than" in trap_refusal("https://d.example/" + "x" * 2100)
     assert "query parameters" in trap_refusal("https://d.example/s?" + "&".join(f"p{i}=1" for i in range(9)))
-    budget = QueryBudget(limit=3)
-    assert [budget.refusal(f"https://d.example/cal?day={d}") for d in range(3)] == [None] * 3
-    assert "query variants" in budget.refusal("https://d.example/cal?day=4")
-    assert budget.refusal("https://d.example/cal?day=1") is None  # one already seen stays allowed
+    state = MemoryCrawlState()
+    assert [query_refusal(f"https://d.example/cal?day={d}", state, 3) for d in range(3)] == [None] * 3
+    assert "query variants" in query_refusal("https://d.example/cal?day=4", state, 3)
+    assert query_refusal("https://d.example/cal?day=1", state, 3) is None  # one already seen stays allowed
+    assert query_refusal("https://d.example/other?day=4", state, 3) is None  # counted per path
+    state.forget_query_variants()  # a new pass
+    assert query_refusal("https://d.example/cal?day=4", state, 3) is None
 
 
 @pytest.mark.parametrize("address, allowed, words", [
