@@ -245,12 +245,16 @@ def fetch(fleet: Fleet, run_id: str, uri: str) -> None:
         if isinstance(failure, DocumentUnchanged):  # the source said so without sending the bytes (an HTTP 304)
             follow(fleet, run_id, held.commit(outcomes.UNCHANGED))
             return
-        if isinstance(failure, DocumentVanished):
+        if isinstance(failure, DocumentVanished) and isinstance(connector, Discoverer):
+            # A crawled page fetched before that now answers 404/410 is deleted (discovery.deletions); embedded
+            # mode's crawl leaves it out of the listing, to the same end.
             _remember_removed(fleet, run_id, uri, stored)
             _to_write_or_end(held, outcomes.removed(run.source_id, uri, stored, outcomes.DELETED),
                              run.target.collection)
             return
-        if isinstance(failure, SkippedDocument):
+        if isinstance(failure, (DocumentVanished, SkippedDocument)):
+            # Gone before it could be read, or declined by its connector: skipped with the reason, its old
+            # chunks removed, as embedded mode reports it (SyncEngine._read_one).
             _to_write_or_end(held, outcomes.removed(run.source_id, uri, stored, outcomes.SKIPPED, str(failure)),
                              run.target.collection)
             return
