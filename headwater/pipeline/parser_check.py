@@ -89,7 +89,7 @@ SAMPLES: dict[str, tuple[str, str | None, Callable[[], bytes]]] = {
     "web page": ("https://example.invalid/check", "text/html", _web_page),
     "text": ("check.txt", None, lambda: f"{SENTENCE}\n".encode()),
     "CSV": ("check.csv", None, lambda: f'format,sentence\nCSV,"{SENTENCE}"\n'.encode()),
-    "JSON": ("check.json", None, lambda: f'[{{"type": "NarrativeText", "text": "{SENTENCE}"}}]'.encode()),
+    "JSON": ("check.json", None, lambda: f'{{"format": "JSON", "sentence": "{SENTENCE}"}}'.encode()),
     "e-mail": ("check.eml", None, _eml),
     "Word": ("check.docx", None, _docx),
     "PowerPoint": ("check.pptx", None, _pptx),
