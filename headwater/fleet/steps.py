@@ -224,9 +224,7 @@ def fetch(fleet: Fleet, run_id: str, uri: str) -> None:
             return
         stored = fleet.store(run.target).documents(run.source_id, [uri]).get(uri)
         if change.op is Op.DELETE:
-            _remember_removed(fleet, run_id, uri, stored)
-            _to_write_or_end(held, outcomes.removed(run.source_id, uri, stored, outcomes.DELETED),
-                             run.target.collection)
+            _end_deleted(held, run, stored)
             return
         connector = fleet.connector(run_id)
         try:
@@ -248,9 +246,7 @@ def fetch(fleet: Fleet, run_id: str, uri: str) -> None:
         if isinstance(failure, DocumentVanished) and isinstance(connector, Discoverer):
             # A crawled page fetched before that now answers 404/410 is deleted (discovery.deletions); embedded
             # mode's crawl leaves it out of the listing, to the same end.
-            _remember_removed(fleet, run_id, uri, stored)
-            _to_write_or_end(held, outcomes.removed(run.source_id, uri, stored, outcomes.DELETED),
-                             run.target.collection)
+            _end_deleted(held, run, stored)
             return
         if isinstance(failure, (DocumentVanished, SkippedDocument)):
             # Gone before it could be read, or declined by its connector: skipped with the reason, its old
@@ -594,6 +590,12 @@ def finish(fleet: Fleet, run_id: str) -> None:
         pipe.execute()
 
     run_step(fleet, run_id, FINISH, "", body)
+
+
+def _end_deleted(held: Held, run, stored: Any) -> None:  # noqa: ANN001
+    """The held document is deleted: what it held is kept for the rename pairing, and its records' removal written."""
+    _remember_removed(held.fleet, held.run_id, held.uri, stored)
+    _to_write_or_end(held, outcomes.removed(run.source_id, held.uri, stored, outcomes.DELETED), run.target.collection)
 
 
 def _remember_removed(fleet: Fleet, run_id: str, uri: str, stored: Any) -> None:

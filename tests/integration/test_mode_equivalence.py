@@ -36,7 +36,7 @@ from connectors.s3 import S3Connector
 from connectors.web import WebConnector
 from headwater.store import chroma_store as ckeys
 from headwater.fleet.context import local_target
-from headwater.fleet.enqueue import enqueue_sync
+from headwater.fleet.enqueue import enqueue_changes, enqueue_sync
 from headwater.models import DocumentChange, Op, time_sequence
 from headwater.store.sparse_codec import decode_sparse
 from tests.git_repos import Repository
@@ -124,8 +124,6 @@ class Modes:
 
     def apply(self, collection: str, spec: dict, changes: list, step: str) -> dict:
         """Live changes (S3 events) applied in each mode; the two must agree. Returns the (one) report."""
-        from headwater.fleet.enqueue import enqueue_changes
-
         embedded = self.embedded.request(op="apply", collection=collection, spec=spec,
                                          changes=[c.to_json() for c in changes])
         client = self.fleet.client(collection)
